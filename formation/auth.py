@@ -1,0 +1,115 @@
+"""Bearer-token authentication and the permissions built on the token's kind.
+
+Tokens are looked up by the SHA-256 digest of what the client sent: the database never holds a
+usable token. The authenticated "user" is a ``Caller``, which carries the workspace every
+queryset is scoped by; nothing downstream takes a workspace from the request itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass
+
+from rest_framework.authentication import BaseAuthentication
+from rest_framework.permissions import BasePermission
+
+from formation.errors import Forbidden, Unauthenticated
+from messages_app.models import ApiToken, TokenKind
+
+MAX_TOKEN_LENGTH = 200
+
+
+@dataclass(frozen=True)
+class Caller:
+    token_id: uuid.UUID
+    workspace_id: uuid.UUID
+    kind: str
+    agent_id: uuid.UUID | None
+    run_id: uuid.UUID | None
+
+    is_authenticated = True
+    is_anonymous = False
+
+    @property
+    def is_service(self) -> bool:
+        return self.kind == TokenKind.SERVICE
+
+    @property
+    def acts_as_agent(self) -> bool:
+        return self.kind in (TokenKind.AGENT, TokenKind.RUN)
+
+
+def token_digest(raw_token: str) -> str:
+    return hashlib.sha256(raw_token.encode("utf-8")).hexdigest()
+
+
+class BearerTokenAuthentication(BaseAuthentication):
+    keyword = "Bearer"
+
+    def authenticate(self, request) -> tuple[Caller, ApiToken] | None:
+        header = request.META.get("HTTP_AUTHORIZATION", "")
+        if not header:
+            return None
+        scheme, _, raw_token = header.partition(" ")
+        raw_token = raw_token.strip()
+        if (
+            scheme.lower() != "bearer"
+            or not raw_token
+            or len(raw_token) > MAX_TOKEN_LENGTH
+            or not raw_token.isascii()
+            or not raw_token.isprintable()
+        ):
+            raise Unauthenticated()
+        token = (
+            ApiToken.objects.filter(digest=token_digest(raw_token), revoked_at__isnull=True)
+            .only("id", "workspace_id", "kind", "agent_id", "run_id")
+            .first()
+        )
+        if token is None:
+            raise Unauthenticated()
+        caller = Caller(
+            token_id=token.id,
+            workspace_id=token.workspace_id,
+            kind=token.kind,
+            agent_id=token.agent_id,
+            run_id=token.run_id,
+        )
+        return caller, token
+
+    def authenticate_header(self, request) -> str:
+        return 'Bearer realm="api"'
+
+
+class IsServiceToken(BasePermission):
+    """The runtime: may write everything in its workspace."""
+
+    def has_permission(self, request, view) -> bool:
+        caller = request.user
+        if caller is None:
+            raise Unauthenticated()
+        if not caller.is_service:
+            raise Forbidden("This endpoint needs a service token.")
+        return True
+
+
+class IsAgentOrRunToken(BasePermission):
+    """The agent tools: an agent token, or a run token acting as its run's agent."""
+
+    def has_permission(self, request, view) -> bool:
+        caller = request.user
+        if caller is None:
+            raise Unauthenticated()
+        if not caller.acts_as_agent:
+            raise Forbidden("This endpoint needs an agent or run token.")
+        return True
+
+
+class IsRunToken(BasePermission):
+    def has_permission(self, request, view) -> bool:
+        caller = request.user
+        if caller is None:
+            raise Unauthenticated()
+        if caller.kind != TokenKind.RUN:
+            raise Forbidden("This endpoint needs a run token.")
+        return True

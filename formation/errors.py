@@ -1,0 +1,163 @@
+"""The one error shape of the API: ``{"error": {"code", "message", "details"}}`` (SPEC §5).
+
+Every failure, whether raised by our services (``ApiError``), by DRF (validation, parsing,
+authentication), by django-filter, by Django (404, 500) or by the database, is rendered here.
+Messages are fixed sentences written by us: they never echo message text, query text, member
+lists or the ids of things the caller may not see.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.db import DatabaseError, OperationalError
+from django.http import Http404, HttpRequest, JsonResponse
+from rest_framework import exceptions as drf_exceptions
+from rest_framework.response import Response
+
+logger = logging.getLogger("formation.errors")
+
+
+class ApiError(Exception):
+    code = "internal_error"
+    status = 500
+    default_message = "The request could not be completed."
+
+    def __init__(self, message: str | None = None, *, details: dict[str, Any] | None = None):
+        self.message = message or self.default_message
+        self.details = details or {}
+        super().__init__(self.message)
+
+
+class InvalidArguments(ApiError):
+    code = "invalid_arguments"
+    status = 400
+    default_message = "The request has invalid arguments."
+
+
+class Unauthenticated(ApiError):
+    code = "unauthenticated"
+    status = 401
+    default_message = "A valid bearer token is required."
+
+
+class Forbidden(ApiError):
+    code = "forbidden"
+    status = 403
+    default_message = "This token may not perform this action."
+
+
+class NotFound(ApiError):
+    code = "not_found"
+    status = 404
+    default_message = "Not found."
+
+
+class MethodNotAllowed(ApiError):
+    code = "method_not_allowed"
+    status = 405
+    default_message = "This method is not allowed on this endpoint."
+
+
+class DeliveryBlocked(ApiError):
+    code = "delivery_blocked"
+    status = 409
+    default_message = "The reply may not be delivered to this conversation."
+
+
+class SearchBudgetExhausted(ApiError):
+    code = "search_budget_exhausted"
+    status = 429
+    default_message = "This run has used its search evidence budget."
+
+
+class AuditUnavailable(ApiError):
+    code = "audit_unavailable"
+    status = 503
+    default_message = "The search could not be audited, so it was not performed."
+
+
+class Unavailable(ApiError):
+    code = "unavailable"
+    status = 503
+    default_message = "The service is temporarily unavailable; retry shortly."
+
+
+def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "details": details or {}}}
+
+
+def _field_errors(detail: Any) -> Any:
+    """DRF's nested ErrorDetail structure as plain strings (our own sentences, no input echo)."""
+    if isinstance(detail, dict):
+        return {str(key): _field_errors(value) for key, value in detail.items()}
+    if isinstance(detail, list):
+        return [_field_errors(item) for item in detail]
+    return str(detail)
+
+
+def _translate(exc: Exception) -> ApiError:
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, drf_exceptions.ValidationError):
+        return InvalidArguments(details={"fields": _field_errors(exc.detail)})
+    if isinstance(exc, drf_exceptions.ParseError | drf_exceptions.UnsupportedMediaType):
+        return InvalidArguments(str(exc.detail))
+    if isinstance(exc, drf_exceptions.NotAuthenticated | drf_exceptions.AuthenticationFailed):
+        return Unauthenticated()
+    if isinstance(exc, drf_exceptions.PermissionDenied | DjangoPermissionDenied):
+        return Forbidden()
+    if isinstance(exc, drf_exceptions.NotFound | Http404):
+        return NotFound()
+    if isinstance(exc, drf_exceptions.MethodNotAllowed):
+        return MethodNotAllowed()
+    if isinstance(exc, drf_exceptions.NotAcceptable):
+        return InvalidArguments("Only application/json responses are available.")
+    if isinstance(exc, drf_exceptions.Throttled):
+        error = ApiError("Too many requests; slow down.")
+        error.code, error.status = "rate_limited", 429
+        return error
+    if isinstance(exc, OperationalError):
+        logger.warning("database unavailable: %s", type(exc).__name__)
+        return Unavailable()
+    if isinstance(exc, DatabaseError):
+        # Only the class name: driver messages can quote the offending row's values.
+        logger.error("database error: %s", type(exc).__name__)
+        return ApiError()
+    logger.error("unhandled error: %s", type(exc).__name__, exc_info=False)
+    return ApiError()
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
+    """DRF's EXCEPTION_HANDLER: every exception becomes the envelope, never a stack trace."""
+    error = _translate(exc)
+    headers = {}
+    if error.status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="api"'
+    return Response(
+        error_body(error.code, error.message, error.details), status=error.status, headers=headers
+    )
+
+
+def not_found_view(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    """Django's handler404 for URLs no view matched."""
+    return JsonResponse(error_body(NotFound.code, NotFound.default_message), status=404)
+
+
+def server_error_view(request: HttpRequest) -> JsonResponse:
+    """Django's handler500: the envelope, no traceback."""
+    return JsonResponse(error_body(ApiError.code, ApiError.default_message), status=500)
+
+
+def bad_request_view(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    return JsonResponse(
+        error_body(InvalidArguments.code, InvalidArguments.default_message), status=400
+    )
+
+
+def permission_denied_view(
+    request: HttpRequest, exception: Exception | None = None
+) -> JsonResponse:
+    return JsonResponse(error_body(Forbidden.code, Forbidden.default_message), status=403)

@@ -1,0 +1,125 @@
+"""Strict DRF fields: JSON types are checked, never coerced (SPEC §5: wrong types are errors)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from rest_framework import serializers
+
+RFC3339 = re.compile(
+    r"^(?P<date>\d{4}-\d{2}-\d{2})[Tt ](?P<time>\d{2}:\d{2}:\d{2})(?P<fraction>\.\d{1,9})?"
+    r"(?P<zone>[Zz]|[+-]\d{2}:\d{2})$"
+)
+
+
+def parse_rfc3339(value: Any) -> datetime | None:
+    """An aware UTC datetime for an RFC 3339 timestamp with a zone, else None."""
+    if not isinstance(value, str):
+        return None
+    match = RFC3339.match(value)
+    if not match:
+        return None
+    fraction = (match["fraction"] or "")[:7]  # Python keeps microseconds: 6 digits.
+    zone = "+00:00" if match["zone"] in ("Z", "z") else match["zone"]
+    try:
+        parsed = datetime.fromisoformat(f"{match['date']}T{match['time']}{fraction}{zone}")
+        return parsed.astimezone(UTC)
+    except (ValueError, OverflowError):
+        return None
+
+
+def format_timestamp(value: datetime | None) -> str | None:
+    """RFC 3339 in UTC with a ``Z``: the one timestamp format on the wire."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+class Text(serializers.CharField):
+    """A JSON string, UTF-8 encodable (no lone surrogates) and without NUL bytes."""
+
+    default_error_messages = {
+        "invalid": "Must be a string.",
+        "surrogate": "Must be valid Unicode text.",
+    }
+
+    def __init__(self, **kwargs: Any):
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        try:
+            data.encode("utf-8")
+        except UnicodeEncodeError:
+            self.fail("surrogate")
+        return super().to_internal_value(data)
+
+
+class Integer(serializers.IntegerField):
+    """A JSON integer (not a bool, float or string)."""
+
+    default_error_messages = {"invalid": "Must be an integer."}
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class Timestamp(serializers.Field):
+    """An RFC 3339 timestamp with a zone, e.g. ``2026-01-02T03:04:05Z``."""
+
+    default_error_messages = {"invalid": "Must be an RFC 3339 timestamp with a time zone."}
+
+    def to_internal_value(self, data: Any) -> datetime:
+        parsed = parse_rfc3339(data)
+        if parsed is None:
+            self.fail("invalid")
+        return parsed
+
+    def to_representation(self, value: datetime) -> str | None:
+        return format_timestamp(value)
+
+
+class Id(serializers.UUIDField):
+    """A UUID in its canonical hyphenated form, given as a JSON string."""
+
+    default_error_messages = {"invalid": "Must be a UUID."}
+
+    def to_internal_value(self, data: Any):
+        if not isinstance(data, str) or len(data) > 64:
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictSerializer(serializers.Serializer):
+    """Rejects unknown fields and non-object input instead of silently ignoring them."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            raise serializers.ValidationError({"non_field_errors": ["Expected a JSON object."]})
+        writable = {name for name, f in self.fields.items() if not f.read_only}
+        unknown = sorted(str(key)[:64] for key in data if key not in writable)
+        if unknown:
+            raise serializers.ValidationError({key: ["Unknown field."] for key in unknown[:10]})
+        return super().to_internal_value(data)
+
+
+def query_params(request: Any, serializer_class: type[serializers.Serializer]) -> dict[str, Any]:
+    """Validate a GET request's query string with a serializer; every key must be known.
+
+    An unknown key (``conversation_id`` for ``conversationId``) or a repeated key is an error,
+    so a typo can never silently widen a search.
+    """
+    raw = request.query_params
+    repeated = sorted(key[:64] for key, values in raw.lists() if len(values) > 1)
+    if repeated:
+        raise serializers.ValidationError({key: ["Given more than once."] for key in repeated[:10]})
+    serializer = serializer_class(data={key: raw[key] for key in raw})
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data

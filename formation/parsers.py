@@ -1,0 +1,49 @@
+"""A JSON parser that turns every malformed body into ``invalid_arguments``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import JSONParser
+
+MAX_NESTING = 32
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _depth_ok(value: Any, depth: int = 0) -> bool:
+    if depth > MAX_NESTING:
+        return False
+    if isinstance(value, dict):
+        return all(_depth_ok(item, depth + 1) for item in value.values())
+    if isinstance(value, list):
+        return all(_depth_ok(item, depth + 1) for item in value)
+    return True
+
+
+class StrictJSONParser(JSONParser):
+    """Strict RFC 8259 JSON: UTF-8 only, no NaN/Infinity, bounded size and nesting, an object."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        limit = settings.MAX_REQUEST_BODY_BYTES
+        raw = stream.read(limit + 1) if stream is not None else b""
+        if len(raw) > limit:
+            raise ParseError(f"The request body is larger than {limit} bytes.")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ParseError("The request body is not valid UTF-8.") from error
+        try:
+            data = json.loads(text, parse_constant=_reject_constant)
+        except (ValueError, RecursionError) as error:
+            raise ParseError("The request body is not valid JSON.") from error
+        if not isinstance(data, dict):
+            raise ParseError("The request body must be a JSON object.")
+        if not _depth_ok(data):
+            raise ParseError("The request body is nested too deeply.")
+        return data

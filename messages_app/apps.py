@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class MessagesAppConfig(AppConfig):
+    name = "messages_app"
+    verbose_name = "Conversations and messages"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,464 @@
+"""Workspaces, people, agents, conversations, memberships, messages, identity links and runs.
+
+Invariants that must never break are database constraints, not Python checks: a message's
+sender is exactly one of account/agent, ``seq`` is unique per conversation, a deleted message has
+no body, membership intervals of one member never overlap, and every reference stays inside its
+workspace (and ``reply_to``/``thread`` inside their conversation). Django cannot declare
+composite foreign keys, so those are added by ``migrations/0002_same_scope_foreign_keys.py`` on
+top of the ``(workspace, id)`` / ``(conversation, id)`` unique keys declared here.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib.postgres.constraints import ExclusionConstraint
+from django.contrib.postgres.fields import ArrayField, DateTimeRangeField, RangeOperators
+from django.contrib.postgres.indexes import GinIndex, OpClass
+from django.db import models
+from django.db.models import F, Func, Q
+from django.db.models.functions import Greatest, Least, Upper
+from django.utils import timezone
+
+
+class TsTzRange(Func):
+    """``tstzrange(joined_at, left_at, '[)')``: an open-ended interval while left_at is null."""
+
+    function = "TSTZRANGE"
+    output_field = DateTimeRangeField()
+
+
+class Workspace(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+def _workspace_key(model: str) -> models.UniqueConstraint:
+    """The (workspace, id) key that same-workspace composite foreign keys point at."""
+    return models.UniqueConstraint(fields=["workspace", "id"], name=f"{model}_workspace_id_key")
+
+
+class Account(models.Model):
+    """A human's account in one workspace."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="accounts")
+    display_name = models.CharField(max_length=200)
+    # Null, not "", when absent: the uniqueness of external ids only applies to real ones.
+    external_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["workspace", "created_at", "id"]
+        constraints = [
+            _workspace_key("account"),
+            models.UniqueConstraint(
+                fields=["workspace", "external_id"],
+                condition=Q(external_id__isnull=False),
+                name="account_external_id_unique",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["workspace", "created_at", "id"], name="account_ws_created")
+        ]
+
+    def __str__(self) -> str:
+        return self.display_name
+
+
+class Agent(models.Model):
+    """An AI agent in one workspace."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="agents")
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["workspace", "created_at", "id"]
+        constraints = [_workspace_key("agent")]
+        indexes = [models.Index(fields=["workspace", "created_at", "id"], name="agent_ws_created")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ConversationKind(models.TextChoices):
+    PUBLIC = "public", "Workspace-public channel"
+    DIRECT = "direct", "Direct (one human and the agent)"
+    PRIVATE = "private", "Private channel or group DM"
+    UNKNOWN = "unknown", "Unknown audience"
+
+
+class Conversation(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="conversations")
+    kind = models.CharField(max_length=16, choices=ConversationKind.choices)
+    title = models.CharField(max_length=300)
+    external_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    created_at = models.DateTimeField(default=timezone.now)
+    # The last seq handed out. Incremented under the row lock in the same transaction as the
+    # insert, so a rolled-back insert gives its numbers back and committed seqs have no gaps.
+    last_seq = models.BigIntegerField(default=0, editable=False)
+
+    class Meta:
+        ordering = ["workspace", "created_at", "id"]
+        constraints = [
+            _workspace_key("conversation"),
+            models.UniqueConstraint(
+                fields=["workspace", "external_id"],
+                condition=Q(external_id__isnull=False),
+                name="conversation_external_id_unique",
+            ),
+            models.CheckConstraint(
+                condition=Q(kind__in=ConversationKind.values), name="conversation_kind_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(last_seq__gte=0), name="conversation_last_seq_gte_0"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["workspace", "created_at", "id"], name="conversation_ws_created")
+        ]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class Membership(models.Model):
+    """An account or agent in a conversation over ``[joined_at, left_at)``."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="memberships"
+    )
+    account = models.ForeignKey(
+        Account, on_delete=models.PROTECT, null=True, blank=True, related_name="memberships"
+    )
+    agent = models.ForeignKey(
+        Agent, on_delete=models.PROTECT, null=True, blank=True, related_name="memberships"
+    )
+    joined_at = models.DateTimeField(default=timezone.now)
+    left_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["conversation", "joined_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(account__isnull=False) & Q(agent__isnull=True))
+                | (Q(account__isnull=True) & Q(agent__isnull=False)),
+                name="membership_exactly_one_member",
+            ),
+            models.CheckConstraint(
+                condition=Q(left_at__isnull=True) | Q(left_at__gt=F("joined_at")),
+                name="membership_left_after_joined",
+            ),
+            ExclusionConstraint(
+                name="membership_account_no_overlap",
+                expressions=[
+                    ("conversation", RangeOperators.EQUAL),
+                    ("account", RangeOperators.EQUAL),
+                    (
+                        TsTzRange("joined_at", "left_at", models.Value("[)")),
+                        RangeOperators.OVERLAPS,
+                    ),
+                ],
+                condition=Q(account__isnull=False),
+            ),
+            ExclusionConstraint(
+                name="membership_agent_no_overlap",
+                expressions=[
+                    ("conversation", RangeOperators.EQUAL),
+                    ("agent", RangeOperators.EQUAL),
+                    (
+                        TsTzRange("joined_at", "left_at", models.Value("[)")),
+                        RangeOperators.OVERLAPS,
+                    ),
+                ],
+                condition=Q(agent__isnull=False),
+            ),
+        ]
+        indexes = [
+            # "Which conversations is this agent currently in?" — every agent tool starts here.
+            models.Index(
+                fields=["workspace", "agent", "conversation"],
+                condition=Q(left_at__isnull=True, agent__isnull=False),
+                name="membership_current_agent",
+            ),
+            models.Index(
+                fields=["workspace", "account", "conversation"],
+                condition=Q(left_at__isnull=True, account__isnull=False),
+                name="membership_current_account",
+            ),
+            models.Index(fields=["workspace", "conversation", "joined_at"], name="membership_conv"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.account_id or self.agent_id} in {self.conversation_id}"
+
+    @property
+    def is_current(self) -> bool:
+        return self.left_at is None
+
+
+class MessageRole(models.TextChoices):
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+    TOOL = "tool"
+
+
+class MessageStatus(models.TextChoices):
+    SENT = "sent"
+    PENDING = "pending"
+    FAILED = "failed"
+
+
+class Message(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.PROTECT, related_name="messages"
+    )
+    seq = models.BigIntegerField(editable=False)
+    role = models.CharField(max_length=16, choices=MessageRole.choices)
+    status = models.CharField(max_length=16, choices=MessageStatus.choices, default="sent")
+    sender_account = models.ForeignKey(
+        Account, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    sender_agent = models.ForeignKey(
+        Agent, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    content = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    edited_at = models.DateTimeField(null=True, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    reply_to = models.ForeignKey(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="replies"
+    )
+    thread = models.ForeignKey(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="thread_messages"
+    )
+    lineage = models.ManyToManyField(
+        "self",
+        through="MessageLineage",
+        through_fields=("message", "source"),
+        symmetrical=False,
+        related_name="derived_messages",
+        blank=True,
+    )
+
+    class Meta:
+        ordering = ["conversation", "seq"]
+        constraints = [
+            _workspace_key("message"),
+            models.UniqueConstraint(
+                fields=["conversation", "id"], name="message_conversation_id_key"
+            ),
+            models.UniqueConstraint(fields=["conversation", "seq"], name="message_seq_unique"),
+            models.CheckConstraint(condition=Q(seq__gt=0), name="message_seq_positive"),
+            models.CheckConstraint(
+                condition=(Q(sender_account__isnull=False) & Q(sender_agent__isnull=True))
+                | (Q(sender_account__isnull=True) & Q(sender_agent__isnull=False)),
+                name="message_exactly_one_sender",
+            ),
+            models.CheckConstraint(
+                condition=Q(deleted_at__isnull=True) | Q(content=""),
+                name="message_deleted_has_no_body",
+            ),
+            models.CheckConstraint(
+                condition=Q(role__in=MessageRole.values), name="message_role_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=MessageStatus.values), name="message_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=~Q(reply_to=F("id")), name="message_not_reply_to_itself"
+            ),
+            models.CheckConstraint(condition=~Q(thread=F("id")), name="message_not_own_thread"),
+        ]
+        indexes = [
+            # list_messages: newest first within one conversation; deleted rows never listed.
+            models.Index(
+                F("workspace"),
+                F("conversation"),
+                F("created_at").desc(),
+                F("seq").desc(),
+                condition=Q(deleted_at__isnull=True),
+                name="message_live_timeline",
+            ),
+            # search_messages: case-insensitive literal substring, i.e. UPPER(content) LIKE ...
+            GinIndex(
+                F("workspace"),
+                OpClass(Upper("content"), name="gin_trgm_ops"),
+                name="message_content_trgm",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.conversation_id}#{self.seq}"
+
+    @property
+    def sender_id(self) -> uuid.UUID:
+        return self.sender_account_id or self.sender_agent_id
+
+    @property
+    def is_deleted(self) -> bool:
+        return self.deleted_at is not None
+
+
+class MessageLineage(models.Model):
+    """One source message an agent-authored message was based on (SPEC §2, §4)."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="lineage_links")
+    source = models.ForeignKey(Message, on_delete=models.PROTECT, related_name="derived_links")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["message", "source"], name="lineage_unique"),
+            models.CheckConstraint(condition=~Q(message=F("source")), name="lineage_not_self"),
+        ]
+        indexes = [models.Index(fields=["workspace", "source"], name="lineage_source")]
+
+    def __str__(self) -> str:
+        return f"{self.message_id} <- {self.source_id}"
+
+
+class IdentityLinkStatus(models.TextChoices):
+    PENDING = "pending"
+    VERIFIED = "verified"
+    REVOKED = "revoked"
+
+
+class IdentityLink(models.Model):
+    """Two accounts of one person. Only a verified link (never revoked) is live."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
+    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="+")
+    linked_account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="+")
+    status = models.CharField(
+        max_length=16, choices=IdentityLinkStatus.choices, default=IdentityLinkStatus.PENDING
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    verified_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["workspace", "created_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=~Q(account=F("linked_account")), name="identity_link_two_accounts"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=IdentityLinkStatus.values), name="identity_link_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=~Q(status="verified") | Q(verified_at__isnull=False, revoked_at=None),
+                name="identity_link_verified_has_time",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status="revoked") | Q(revoked_at__isnull=False),
+                name="identity_link_revoked_has_time",
+            ),
+            # One unrevoked link per unordered pair of accounts.
+            models.UniqueConstraint(
+                Least("account", "linked_account"),
+                Greatest("account", "linked_account"),
+                condition=~Q(status="revoked"),
+                name="identity_link_one_open_per_pair",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["workspace", "account"],
+                condition=Q(status="verified"),
+                name="identity_link_live_account",
+            ),
+            models.Index(
+                fields=["workspace", "linked_account"],
+                condition=Q(status="verified"),
+                name="identity_link_live_linked",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.account_id} ~ {self.linked_account_id} ({self.status})"
+
+    @property
+    def is_live(self) -> bool:
+        return self.status == IdentityLinkStatus.VERIFIED
+
+
+class Run(models.Model):
+    """One agent turn, created by the runtime; its tools take agent and audience from here."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="runs")
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.PROTECT, related_name="runs", help_text="Destination."
+    )
+    requester = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="+")
+    current_message = models.ForeignKey(
+        Message, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    recent_message_ids = ArrayField(models.UUIDField(), default=list, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["workspace", "-created_at", "id"]
+        constraints = [_workspace_key("run")]
+        indexes = [models.Index(fields=["workspace", "agent", "created_at"], name="run_ws_agent")]
+
+    def __str__(self) -> str:
+        return f"run {self.id}"
+
+
+class TokenKind(models.TextChoices):
+    SERVICE = "service"
+    AGENT = "agent"
+    RUN = "run"
+
+
+class ApiToken(models.Model):
+    """A bearer token, stored only as its SHA-256 digest (tokens carry 256 random bits)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="tokens")
+    kind = models.CharField(max_length=16, choices=TokenKind.choices)
+    agent = models.ForeignKey(
+        Agent, on_delete=models.CASCADE, null=True, blank=True, related_name="tokens"
+    )
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, null=True, blank=True, related_name="tokens"
+    )
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    prefix = models.CharField(max_length=32, editable=False, help_text="For recognising a token.")
+    created_at = models.DateTimeField(default=timezone.now)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["workspace", "-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(kind="service") & Q(agent__isnull=True) & Q(run__isnull=True))
+                | (Q(kind="agent") & Q(agent__isnull=False) & Q(run__isnull=True))
+                | (Q(kind="run") & Q(agent__isnull=False) & Q(run__isnull=False)),
+                name="token_kind_matches_subject",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.prefix}…"

@@ -1,0 +1,184 @@
+"""Every read of the agent tools: list_messages, get_message and search_messages.
+
+Security invariant: each function starts from ``agent_visible_messages`` — live messages of the
+caller's workspace in conversations where the agent is a *current* member — and only narrows it.
+Nothing here ever widens that queryset or filters rows in Python after the fetch. A message the
+agent cannot see and a message that does not exist raise the same ``NotFound``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from django.db.models import Q, QuerySet
+
+from formation.errors import NotFound
+from messages_app.models import Membership, Message
+
+Direction = Literal["before", "after", "around"]
+NEWEST_FIRST = ("-created_at", "-seq")
+OLDEST_FIRST = ("created_at", "seq")
+
+
+def agent_conversation_ids(*, workspace_id: uuid.UUID, agent_id: uuid.UUID) -> QuerySet:
+    """The conversations the agent is a current member of, as a subquery."""
+    return Membership.objects.filter(
+        workspace_id=workspace_id, agent_id=agent_id, left_at__isnull=True
+    ).values("conversation_id")
+
+
+def agent_visible_messages(*, workspace_id: uuid.UUID, agent_id: uuid.UUID) -> QuerySet[Message]:
+    return Message.objects.filter(
+        workspace_id=workspace_id,
+        deleted_at__isnull=True,
+        conversation_id__in=agent_conversation_ids(workspace_id=workspace_id, agent_id=agent_id),
+    )
+
+
+def _require_membership(
+    *, workspace_id: uuid.UUID, agent_id: uuid.UUID, conversation_id: uuid.UUID
+) -> None:
+    if not Membership.objects.filter(
+        workspace_id=workspace_id,
+        agent_id=agent_id,
+        conversation_id=conversation_id,
+        left_at__isnull=True,
+    ).exists():
+        raise NotFound()
+
+
+def message_get(*, workspace_id: uuid.UUID, agent_id: uuid.UUID, message_id: uuid.UUID) -> Message:
+    message = (
+        agent_visible_messages(workspace_id=workspace_id, agent_id=agent_id)
+        .filter(pk=message_id)
+        .first()
+    )
+    if message is None:
+        raise NotFound()
+    return message
+
+
+@dataclass(frozen=True)
+class MessagePage:
+    items: list[Message]
+    total: int
+    limit: int
+    offset: int | None
+    has_older: bool
+    has_newer: bool
+
+
+def message_list(
+    *,
+    workspace_id: uuid.UUID,
+    agent_id: uuid.UUID,
+    conversation_id: uuid.UUID,
+    limit: int,
+    offset: int = 0,
+    before_date: datetime | None = None,
+) -> MessagePage:
+    """Newest first by created_at (seq breaks ties), paged by offset, optionally before a date."""
+    _require_membership(
+        workspace_id=workspace_id, agent_id=agent_id, conversation_id=conversation_id
+    )
+    messages = agent_visible_messages(workspace_id=workspace_id, agent_id=agent_id).filter(
+        conversation_id=conversation_id
+    )
+    if before_date is not None:
+        messages = messages.filter(created_at__lt=before_date)
+    items = list(messages.order_by(*NEWEST_FIRST)[offset : offset + limit])
+    # When the first page holds everything, its length is the total: no count query.
+    total = len(items) if offset == 0 and len(items) < limit else messages.count()
+    return MessagePage(
+        items=items,
+        total=total,
+        limit=limit,
+        offset=offset,
+        has_older=offset + len(items) < total,
+        has_newer=offset > 0,
+    )
+
+
+def _older_than(anchor: Message) -> Q:
+    # The redundant created_at bound lets the timeline index start at the anchor.
+    return Q(created_at__lte=anchor.created_at) & (
+        Q(created_at__lt=anchor.created_at) | Q(seq__lt=anchor.seq)
+    )
+
+
+def _newer_than(anchor: Message) -> Q:
+    return Q(created_at__gte=anchor.created_at) & (
+        Q(created_at__gt=anchor.created_at) | Q(seq__gt=anchor.seq)
+    )
+
+
+def message_list_around(
+    *,
+    workspace_id: uuid.UUID,
+    agent_id: uuid.UUID,
+    conversation_id: uuid.UUID,
+    anchor_id: uuid.UUID,
+    direction: Direction,
+    limit: int,
+) -> MessagePage:
+    """The ``limit`` messages nearest an anchor on one side (or limit//2 each side and the anchor
+    for ``around``), listed newest first like every page. An unseen anchor is ``NotFound``."""
+    _require_membership(
+        workspace_id=workspace_id, agent_id=agent_id, conversation_id=conversation_id
+    )
+    messages = agent_visible_messages(workspace_id=workspace_id, agent_id=agent_id).filter(
+        conversation_id=conversation_id
+    )
+    anchor = messages.filter(pk=anchor_id).first()
+    if anchor is None:
+        raise NotFound()
+    older: list[Message] = []
+    newer: list[Message] = []
+    older_limit = limit if direction == "before" else limit // 2
+    newer_limit = limit if direction == "after" else limit // 2
+    if direction in ("before", "around"):
+        older = list(
+            messages.filter(_older_than(anchor)).order_by(*NEWEST_FIRST)[: older_limit + 1]
+        )
+    if direction in ("after", "around"):
+        newer = list(
+            messages.filter(_newer_than(anchor)).order_by(*OLDEST_FIRST)[: newer_limit + 1]
+        )
+    # Reading after an anchor always leaves the anchor itself older than the page, and so on.
+    has_older = direction == "after" or len(older) > older_limit
+    has_newer = direction == "before" or len(newer) > newer_limit
+    older, newer = older[:older_limit], newer[:newer_limit]
+    items = [*reversed(newer), *([anchor] if direction == "around" else []), *older]
+    return MessagePage(
+        items=items,
+        total=messages.count(),
+        limit=limit,
+        offset=None,
+        has_older=has_older,
+        has_newer=has_newer,
+    )
+
+
+def message_search(
+    *,
+    workspace_id: uuid.UUID,
+    agent_id: uuid.UUID,
+    query: str,
+    limit: int,
+    conversation_id: uuid.UUID | None = None,
+) -> list[Message]:
+    """Case-insensitive literal substring search, newest first.
+
+    ``icontains`` compiles to ``UPPER(content) LIKE UPPER(%s)`` with ``%``, ``_`` and ``\\``
+    escaped, which the ``message_content_trgm`` GIN index (workspace, UPPER(content)) serves.
+    """
+    messages = agent_visible_messages(workspace_id=workspace_id, agent_id=agent_id)
+    if conversation_id is not None:
+        _require_membership(
+            workspace_id=workspace_id, agent_id=agent_id, conversation_id=conversation_id
+        )
+        messages = messages.filter(conversation_id=conversation_id)
+    return list(messages.filter(content__icontains=query).order_by("-created_at", "-id")[:limit])

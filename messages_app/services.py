@@ -1,0 +1,463 @@
+"""Every write to workspaces, people, conversations, messages, links, runs and tokens.
+
+Services are keyword-only, typed and atomic. They take already-authorised objects (the caller's
+workspace comes from its token) and raise ``formation.errors`` exceptions with fixed sentences:
+no message text, member list or foreign id is ever put into an error.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from formation.auth import token_digest
+from formation.errors import InvalidArguments, NotFound
+from messages_app.models import (
+    Account,
+    Agent,
+    ApiToken,
+    Conversation,
+    ConversationKind,
+    IdentityLink,
+    IdentityLinkStatus,
+    Membership,
+    Message,
+    MessageLineage,
+    MessageRole,
+    MessageStatus,
+    Run,
+    TokenKind,
+    Workspace,
+)
+
+# A message stamped further in the future than this would sort above everything said later.
+MAX_CLOCK_SKEW = timedelta(minutes=5)
+MAX_BULK_MESSAGES = 5_000
+MAX_LINEAGE = 1_000
+MAX_RECENT_MESSAGES = 1_000
+
+
+def workspace_create(*, slug: str, name: str = "") -> Workspace:
+    if Workspace.objects.filter(slug=slug).exists():
+        raise InvalidArguments("A workspace with this slug already exists.")
+    with transaction.atomic():
+        return Workspace.objects.create(slug=slug, name=name or slug)
+
+
+def token_create(
+    *,
+    workspace_id: uuid.UUID,
+    kind: str,
+    agent: Agent | None = None,
+    run: Run | None = None,
+) -> tuple[ApiToken, str]:
+    """Make a token and return it with its only plain-text copy (never stored)."""
+    raw = f"fmn_{kind}_{secrets.token_urlsafe(32)}"
+    with transaction.atomic():
+        token = ApiToken.objects.create(
+            workspace_id=workspace_id,
+            kind=kind,
+            agent=agent,
+            run=run,
+            digest=token_digest(raw),
+            prefix=raw[: len(f"fmn_{kind}_") + 6],
+        )
+    return token, raw
+
+
+def token_revoke(*, token: ApiToken) -> ApiToken:
+    with transaction.atomic():
+        ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
+            revoked_at=timezone.now()
+        )
+    token.refresh_from_db()
+    return token
+
+
+def account_create(
+    *, workspace_id: uuid.UUID, display_name: str, external_id: str | None = None
+) -> Account:
+    try:
+        with transaction.atomic():
+            return Account.objects.create(
+                workspace_id=workspace_id, display_name=display_name, external_id=external_id
+            )
+    except IntegrityError as conflict:
+        raise InvalidArguments(
+            "An account with this externalId already exists.", details={"field": "externalId"}
+        ) from conflict
+
+
+def agent_create(*, workspace_id: uuid.UUID, name: str) -> Agent:
+    with transaction.atomic():
+        return Agent.objects.create(workspace_id=workspace_id, name=name)
+
+
+def conversation_create(
+    *, workspace_id: uuid.UUID, kind: str, title: str, external_id: str | None = None
+) -> Conversation:
+    try:
+        with transaction.atomic():
+            return Conversation.objects.create(
+                workspace_id=workspace_id, kind=kind, title=title, external_id=external_id
+            )
+    except IntegrityError as conflict:
+        raise InvalidArguments(
+            "A conversation with this externalId already exists.",
+            details={"field": "externalId"},
+        ) from conflict
+
+
+def _member_filter(account_id: uuid.UUID | None, agent_id: uuid.UUID | None) -> Q:
+    return Q(account_id=account_id) if account_id else Q(agent_id=agent_id)
+
+
+def _resolve_member(
+    *, workspace_id: uuid.UUID, account_id: uuid.UUID | None, agent_id: uuid.UUID | None
+) -> None:
+    """The member must exist in the conversation's workspace (else it is an unknown id)."""
+    if account_id is not None:
+        if not Account.objects.filter(workspace_id=workspace_id, pk=account_id).exists():
+            raise InvalidArguments("Unknown accountId.", details={"field": "accountId"})
+    elif not Agent.objects.filter(workspace_id=workspace_id, pk=agent_id).exists():
+        raise InvalidArguments("Unknown agentId.", details={"field": "agentId"})
+
+
+def membership_join(
+    *,
+    conversation: Conversation,
+    account_id: uuid.UUID | None = None,
+    agent_id: uuid.UUID | None = None,
+    joined_at: datetime | None = None,
+) -> Membership:
+    """Add a member from ``joined_at`` (default now); a current member cannot join again."""
+    _resolve_member(
+        workspace_id=conversation.workspace_id, account_id=account_id, agent_id=agent_id
+    )
+    joined_at = joined_at or timezone.now()
+    if joined_at > timezone.now() + MAX_CLOCK_SKEW:
+        raise InvalidArguments("joinedAt is in the future.", details={"field": "joinedAt"})
+    member = _member_filter(account_id, agent_id)
+    try:
+        with transaction.atomic():
+            if conversation.memberships.filter(member, left_at__isnull=True).exists():
+                raise InvalidArguments("Already a current member of this conversation.")
+            return Membership.objects.create(
+                workspace_id=conversation.workspace_id,
+                conversation=conversation,
+                account_id=account_id,
+                agent_id=agent_id,
+                joined_at=joined_at,
+            )
+    except IntegrityError as overlap:
+        # The exclusion constraint: this interval overlaps an earlier one (or a concurrent join).
+        raise InvalidArguments(
+            "This membership would overlap an existing membership interval."
+        ) from overlap
+
+
+def membership_leave(
+    *,
+    conversation: Conversation,
+    account_id: uuid.UUID | None = None,
+    agent_id: uuid.UUID | None = None,
+    left_at: datetime | None = None,
+) -> Membership:
+    _resolve_member(
+        workspace_id=conversation.workspace_id, account_id=account_id, agent_id=agent_id
+    )
+    left_at = left_at or timezone.now()
+    if left_at > timezone.now() + MAX_CLOCK_SKEW:
+        raise InvalidArguments("leftAt is in the future.", details={"field": "leftAt"})
+    with transaction.atomic():
+        membership = (
+            conversation.memberships.select_for_update()
+            .filter(_member_filter(account_id, agent_id), left_at__isnull=True)
+            .first()
+        )
+        if membership is None:
+            raise InvalidArguments("Not a current member of this conversation.")
+        if left_at <= membership.joined_at:
+            raise InvalidArguments("leftAt must be after joinedAt.", details={"field": "leftAt"})
+        membership.left_at = left_at
+        membership.save(update_fields=["left_at"])
+        return membership
+
+
+@dataclass
+class MessageDraft:
+    """One message to store, as validated by the API layer (ids not yet resolved)."""
+
+    content: str
+    sender_account_id: uuid.UUID | None = None
+    sender_agent_id: uuid.UUID | None = None
+    role: str | None = None
+    status: str | None = None
+    created_at: datetime | None = None
+    reply_to_id: uuid.UUID | None = None
+    thread_id: uuid.UUID | None = None
+    lineage: list[uuid.UUID] = field(default_factory=list)
+
+
+class DraftError(InvalidArguments):
+    """A problem with one draft; bulk import adds the item's index to the details."""
+
+
+def _check_references(conversation: Conversation, drafts: Sequence[MessageDraft]) -> None:
+    """Resolve every id the drafts name with one query per kind, inside the workspace."""
+    workspace_id = conversation.workspace_id
+    account_ids = {d.sender_account_id for d in drafts if d.sender_account_id}
+    agent_ids = {d.sender_agent_id for d in drafts if d.sender_agent_id}
+    local_ids = {i for d in drafts for i in (d.reply_to_id, d.thread_id) if i}
+    lineage_ids = {i for d in drafts for i in d.lineage}
+
+    known_accounts = set(
+        Account.objects.filter(workspace_id=workspace_id, pk__in=account_ids).values_list(
+            "pk", flat=True
+        )
+    )
+    known_agents = set(
+        Agent.objects.filter(workspace_id=workspace_id, pk__in=agent_ids).values_list(
+            "pk", flat=True
+        )
+    )
+    # reply_to and thread must be in this conversation; a thread root is not itself in a thread.
+    local_messages = dict(
+        Message.objects.filter(conversation=conversation, pk__in=local_ids).values_list(
+            "pk", "thread_id"
+        )
+    )
+    known_sources = set(
+        Message.objects.filter(workspace_id=workspace_id, pk__in=lineage_ids).values_list(
+            "pk", flat=True
+        )
+    )
+    now = timezone.now()
+    for index, draft in enumerate(drafts):
+        problem: tuple[str, str] | None = None
+        if draft.sender_account_id and draft.sender_account_id not in known_accounts:
+            problem = ("senderUserId", "Unknown senderUserId.")
+        elif draft.sender_agent_id and draft.sender_agent_id not in known_agents:
+            problem = ("senderAgentId", "Unknown senderAgentId.")
+        elif draft.reply_to_id and draft.reply_to_id not in local_messages:
+            problem = ("replyToId", "replyToId is not a message of this conversation.")
+        elif draft.thread_id and draft.thread_id not in local_messages:
+            problem = ("threadId", "threadId is not a message of this conversation.")
+        elif draft.thread_id and local_messages[draft.thread_id] is not None:
+            problem = ("threadId", "threadId must name a thread's root message.")
+        elif draft.lineage and not draft.sender_agent_id:
+            problem = ("lineage", "Only agent-authored messages carry lineage.")
+        elif any(source not in known_sources for source in draft.lineage):
+            problem = ("lineage", "lineage names an unknown message.")
+        elif draft.created_at and draft.created_at > now + MAX_CLOCK_SKEW:
+            problem = ("createdAt", "createdAt is in the future.")
+        if problem:
+            raise DraftError(problem[1], details={"field": problem[0], "index": index})
+
+
+def _reserve_seqs(conversation: Conversation, count: int) -> int:
+    """Take ``count`` consecutive seqs and return the first.
+
+    The UPDATE holds the conversation's row lock until commit, so concurrent writers to one
+    conversation queue here and a rolled-back transaction gives its numbers back: committed seqs
+    are strictly increasing, never reused, and have no gaps.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {Conversation._meta.db_table} SET last_seq = last_seq + %s "
+            "WHERE id = %s RETURNING last_seq",
+            [count, conversation.pk],
+        )
+        (last,) = cursor.fetchone()
+    return last - count + 1
+
+
+def _default_role(draft: MessageDraft) -> str:
+    if draft.role:
+        return draft.role
+    return MessageRole.ASSISTANT if draft.sender_agent_id else MessageRole.USER
+
+
+def messages_create(*, conversation: Conversation, drafts: Sequence[MessageDraft]) -> list[Message]:
+    """Store drafts in order, all or nothing, assigning consecutive seqs."""
+    if not 1 <= len(drafts) <= MAX_BULK_MESSAGES:
+        raise InvalidArguments(f"Send between 1 and {MAX_BULK_MESSAGES} messages.")
+    _check_references(conversation, drafts)
+    now = timezone.now()
+    with transaction.atomic():
+        first_seq = _reserve_seqs(conversation, len(drafts))
+        messages = [
+            Message(
+                workspace_id=conversation.workspace_id,
+                conversation=conversation,
+                seq=first_seq + offset,
+                role=_default_role(draft),
+                status=draft.status or MessageStatus.SENT,
+                sender_account_id=draft.sender_account_id,
+                sender_agent_id=draft.sender_agent_id,
+                content=draft.content,
+                created_at=draft.created_at or now,
+                reply_to_id=draft.reply_to_id,
+                thread_id=draft.thread_id,
+            )
+            for offset, draft in enumerate(drafts)
+        ]
+        Message.objects.bulk_create(messages)
+        lineage = [
+            MessageLineage(workspace_id=conversation.workspace_id, message=message, source_id=src)
+            for message, draft in zip(messages, drafts, strict=True)
+            for src in dict.fromkeys(draft.lineage)
+        ]
+        if lineage:
+            MessageLineage.objects.bulk_create(lineage)
+    return messages
+
+
+def message_create(*, conversation: Conversation, draft: MessageDraft) -> Message:
+    try:
+        (message,) = messages_create(conversation=conversation, drafts=[draft])
+    except DraftError as problem:
+        problem.details.pop("index", None)
+        raise
+    return message
+
+
+def message_edit(*, message: Message, content: str) -> Message:
+    with transaction.atomic():
+        updated = Message.objects.filter(pk=message.pk, deleted_at__isnull=True).update(
+            content=content, edited_at=timezone.now()
+        )
+        if not updated:
+            raise NotFound()
+    message.refresh_from_db()
+    return message
+
+
+def message_delete(*, message: Message) -> None:
+    """Erase the body for good. The row stays so seq is never reused and replies keep a target."""
+    with transaction.atomic():
+        erased = Message.objects.filter(pk=message.pk, deleted_at__isnull=True).update(
+            content="", deleted_at=timezone.now(), edited_at=None
+        )
+        if not erased:
+            raise NotFound()
+
+
+def identity_link_create(
+    *, workspace_id: uuid.UUID, account_id: uuid.UUID, linked_account_id: uuid.UUID
+) -> IdentityLink:
+    if account_id == linked_account_id:
+        raise InvalidArguments("An identity link joins two different accounts.")
+    known = Account.objects.filter(
+        workspace_id=workspace_id, pk__in=[account_id, linked_account_id]
+    ).count()
+    if known != 2:
+        raise InvalidArguments("Unknown accountId or linkedAccountId.")
+    try:
+        with transaction.atomic():
+            return IdentityLink.objects.create(
+                workspace_id=workspace_id,
+                account_id=account_id,
+                linked_account_id=linked_account_id,
+            )
+    except IntegrityError as duplicate:
+        raise InvalidArguments("These accounts already have an unrevoked link.") from duplicate
+
+
+def identity_link_verify(*, link: IdentityLink) -> IdentityLink:
+    with transaction.atomic():
+        updated = IdentityLink.objects.filter(pk=link.pk, status=IdentityLinkStatus.PENDING).update(
+            status=IdentityLinkStatus.VERIFIED, verified_at=timezone.now()
+        )
+        if not updated:
+            raise InvalidArguments("Only a pending link can be verified.")
+    link.refresh_from_db()
+    return link
+
+
+def identity_link_revoke(*, link: IdentityLink) -> IdentityLink:
+    with transaction.atomic():
+        updated = IdentityLink.objects.filter(
+            pk=link.pk,
+            status__in=[IdentityLinkStatus.PENDING, IdentityLinkStatus.VERIFIED],
+        ).update(status=IdentityLinkStatus.REVOKED, revoked_at=timezone.now())
+        if not updated:
+            raise InvalidArguments("This link is already revoked.")
+    link.refresh_from_db()
+    return link
+
+
+def _is_current_member(
+    conversation: Conversation, *, account_id: uuid.UUID | None = None, agent_id=None
+) -> bool:
+    return conversation.memberships.filter(
+        _member_filter(account_id, agent_id), left_at__isnull=True
+    ).exists()
+
+
+def run_create(
+    *,
+    workspace_id: uuid.UUID,
+    agent_id: uuid.UUID,
+    conversation_id: uuid.UUID,
+    requester_id: uuid.UUID,
+    current_message_id: uuid.UUID | None = None,
+    recent_message_ids: Iterable[uuid.UUID] = (),
+) -> tuple[Run, str]:
+    """Open a turn: the agent must be in the destination, the requester able to read it."""
+    agent = Agent.objects.filter(workspace_id=workspace_id, pk=agent_id).first()
+    if agent is None:
+        raise InvalidArguments("Unknown agentId.", details={"field": "agentId"})
+    conversation = Conversation.objects.filter(
+        workspace_id=workspace_id, pk=conversation_id
+    ).first()
+    if conversation is None:
+        raise InvalidArguments("Unknown conversationId.", details={"field": "conversationId"})
+    if not Account.objects.filter(workspace_id=workspace_id, pk=requester_id).exists():
+        raise InvalidArguments("Unknown requesterId.", details={"field": "requesterId"})
+    if not _is_current_member(conversation, agent_id=agent_id):
+        raise InvalidArguments(
+            "The agent is not a current member of the conversation.",
+            details={"field": "agentId"},
+        )
+    if conversation.kind in (
+        ConversationKind.DIRECT,
+        ConversationKind.PRIVATE,
+    ) and not _is_current_member(conversation, account_id=requester_id):
+        raise InvalidArguments(
+            "The requester is not a current member of the conversation.",
+            details={"field": "requesterId"},
+        )
+    recent = list(dict.fromkeys(recent_message_ids))
+    if len(recent) > MAX_RECENT_MESSAGES:
+        raise InvalidArguments(
+            f"recentMessageIds holds at most {MAX_RECENT_MESSAGES} ids.",
+            details={"field": "recentMessageIds"},
+        )
+    named = set(recent) | ({current_message_id} if current_message_id else set())
+    found = Message.objects.filter(conversation=conversation, pk__in=named).count()
+    if found != len(named):
+        raise InvalidArguments(
+            "currentMessageId and recentMessageIds must be messages of the conversation.",
+            details={"field": "recentMessageIds" if recent else "currentMessageId"},
+        )
+    with transaction.atomic():
+        run = Run.objects.create(
+            workspace_id=workspace_id,
+            agent=agent,
+            conversation=conversation,
+            requester_id=requester_id,
+            current_message_id=current_message_id,
+            recent_message_ids=recent,
+        )
+        _, raw_token = token_create(
+            workspace_id=workspace_id, kind=TokenKind.RUN, agent=agent, run=run
+        )
+    return run, raw_token

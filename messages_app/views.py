@@ -1,0 +1,417 @@
+"""Thin DRF views: validate, call one service or selector, serialize.
+
+Ingestion endpoints need a service token; the agent tools need an agent or run token. The
+workspace always comes from the token (``request.user`` is a ``formation.auth.Caller``), and
+every lookup of an object by id is scoped to it, so another workspace's ids are simply not found.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db.models import QuerySet
+from rest_framework import status
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+from rest_framework.viewsets import GenericViewSet
+
+from formation.auth import IsAgentOrRunToken, IsServiceToken
+from formation.errors import InvalidArguments, NotFound
+from formation.fields import parse_rfc3339, query_params
+from messages_app import selectors, services
+from messages_app.filters import (
+    AccountFilter,
+    AgentFilter,
+    ConversationFilter,
+    IdentityLinkFilter,
+    MembershipFilter,
+)
+from messages_app.models import (
+    Account,
+    Agent,
+    Conversation,
+    IdentityLink,
+    Message,
+    Run,
+)
+from messages_app.serializers import (
+    AccountCreateSerializer,
+    AccountSerializer,
+    AgentCreateSerializer,
+    AgentSerializer,
+    ConversationCreateSerializer,
+    ConversationSerializer,
+    IdentityLinkCreateSerializer,
+    IdentityLinkSerializer,
+    ListMessagesQuery,
+    ListPageQuery,
+    MemberJoinSerializer,
+    MemberLeaveSerializer,
+    MembershipSerializer,
+    MessageBulkSerializer,
+    MessageCreateSerializer,
+    MessageEditSerializer,
+    MessageSummarySerializer,
+    RunCreateSerializer,
+    RunSerializer,
+    SearchMessagesQuery,
+    message_summary,
+)
+
+UUID_PATTERN = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+
+
+def validated(serializer_class, request: Request) -> dict[str, Any]:
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+def scoped_or_404(queryset: QuerySet, pk: Any):
+    """One object of the caller's workspace, or the same ``not_found`` as a missing one."""
+    obj = queryset.filter(pk=pk).first()
+    if obj is None:
+        raise NotFound()
+    return obj
+
+
+class ServiceViewSet(GenericViewSet):
+    """List (paged, filtered, unknown parameters refused), retrieve and create, for the runtime."""
+
+    permission_classes = [IsServiceToken]
+    lookup_value_regex = UUID_PATTERN
+    model: type
+    output_serializer: type
+    order_by: tuple[str, ...] = ("created_at", "id")
+
+    def get_queryset(self) -> QuerySet:
+        return self.model.objects.filter(workspace_id=self.request.user.workspace_id)
+
+    def list(self, request: Request) -> Response:
+        allowed = set(self.filterset_class.base_filters) | {"limit", "offset"}
+        unknown = sorted(key[:64] for key in request.query_params if key not in allowed)
+        if unknown:
+            raise InvalidArguments(
+                details={"fields": {key: ["Unknown parameter."] for key in unknown[:10]}}
+            )
+        page = ListPageQuery(
+            data={
+                k: request.query_params[k] for k in ("limit", "offset") if k in request.query_params
+            }
+        )
+        page.is_valid(raise_exception=True)
+        limit, offset = page.validated_data["limit"], page.validated_data["offset"]
+        queryset = self.filter_queryset(self.get_queryset()).order_by(*self.order_by)
+        items = list(queryset[offset : offset + limit])
+        total = len(items) if offset == 0 and len(items) < limit else queryset.count()
+        return Response(
+            {
+                "items": self.output_serializer(items, many=True).data,
+                "total": total,
+                "limit": limit,
+                "offset": offset,
+            }
+        )
+
+    def retrieve(self, request: Request, pk: str) -> Response:
+        return Response(self.output_serializer(scoped_or_404(self.get_queryset(), pk)).data)
+
+
+class AccountViewSet(ServiceViewSet):
+    model = Account
+    output_serializer = AccountSerializer
+    filterset_class = AccountFilter
+
+    def create(self, request: Request) -> Response:
+        data = validated(AccountCreateSerializer, request)
+        account = services.account_create(
+            workspace_id=request.user.workspace_id,
+            display_name=data["displayName"],
+            external_id=data.get("externalId"),
+        )
+        return Response(AccountSerializer(account).data, status=status.HTTP_201_CREATED)
+
+
+class AgentViewSet(ServiceViewSet):
+    model = Agent
+    output_serializer = AgentSerializer
+    filterset_class = AgentFilter
+
+    def create(self, request: Request) -> Response:
+        data = validated(AgentCreateSerializer, request)
+        agent = services.agent_create(workspace_id=request.user.workspace_id, name=data["name"])
+        return Response(AgentSerializer(agent).data, status=status.HTTP_201_CREATED)
+
+
+class ConversationViewSet(ServiceViewSet):
+    model = Conversation
+    output_serializer = ConversationSerializer
+    filterset_class = ConversationFilter
+
+    def create(self, request: Request) -> Response:
+        data = validated(ConversationCreateSerializer, request)
+        conversation = services.conversation_create(
+            workspace_id=request.user.workspace_id,
+            kind=data["kind"],
+            title=data["title"],
+            external_id=data.get("externalId"),
+        )
+        return Response(ConversationSerializer(conversation).data, status=status.HTTP_201_CREATED)
+
+    @action(detail=True, methods=["get", "post"], url_path="members")
+    def members(self, request: Request, pk: str) -> Response:
+        conversation = scoped_or_404(self.get_queryset(), pk)
+        if request.method == "GET":
+            return self._list_members(request, conversation)
+        data = validated(MemberJoinSerializer, request)
+        membership = services.membership_join(
+            conversation=conversation,
+            account_id=data.get("accountId"),
+            agent_id=data.get("agentId"),
+            joined_at=data.get("joinedAt"),
+        )
+        return Response(MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
+
+    def _list_members(self, request: Request, conversation: Conversation) -> Response:
+        allowed = set(MembershipFilter.base_filters) | {"limit", "offset"}
+        unknown = sorted(key[:64] for key in request.query_params if key not in allowed)
+        if unknown:
+            raise InvalidArguments(
+                details={"fields": {key: ["Unknown parameter."] for key in unknown[:10]}}
+            )
+        filterset = MembershipFilter(
+            data=request.query_params, queryset=conversation.memberships.all()
+        )
+        if not filterset.is_valid():
+            raise InvalidArguments(details={"fields": filterset.errors})
+        page = ListPageQuery(
+            data={
+                k: request.query_params[k] for k in ("limit", "offset") if k in request.query_params
+            }
+        )
+        page.is_valid(raise_exception=True)
+        limit, offset = page.validated_data["limit"], page.validated_data["offset"]
+        queryset = filterset.qs.order_by("joined_at", "id")
+        items = list(queryset[offset : offset + limit])
+        return Response(
+            {
+                "items": MembershipSerializer(items, many=True).data,
+                "total": queryset.count(),
+                "limit": limit,
+                "offset": offset,
+            }
+        )
+
+    @action(detail=True, methods=["post"], url_path="members/leave")
+    def leave(self, request: Request, pk: str) -> Response:
+        conversation = scoped_or_404(self.get_queryset(), pk)
+        data = validated(MemberLeaveSerializer, request)
+        membership = services.membership_leave(
+            conversation=conversation,
+            account_id=data.get("accountId"),
+            agent_id=data.get("agentId"),
+            left_at=data.get("leftAt"),
+        )
+        return Response(MembershipSerializer(membership).data)
+
+    @action(detail=True, methods=["post"], url_path="messages")
+    def messages(self, request: Request, pk: str) -> Response:
+        conversation = scoped_or_404(self.get_queryset(), pk)
+        serializer = MessageCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        message = services.message_create(conversation=conversation, draft=serializer.to_draft())
+        return Response(message_summary(message), status=status.HTTP_201_CREATED)
+
+    @action(detail=True, methods=["post"], url_path="messages/bulk")
+    def bulk(self, request: Request, pk: str) -> Response:
+        conversation = scoped_or_404(self.get_queryset(), pk)
+        serializer = MessageBulkSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        drafts = serializer.to_drafts()
+        messages = services.messages_create(conversation=conversation, drafts=drafts)
+        return Response(
+            {"items": [message_summary(m) for m in messages]}, status=status.HTTP_201_CREATED
+        )
+
+
+class IdentityLinkViewSet(ServiceViewSet):
+    model = IdentityLink
+    output_serializer = IdentityLinkSerializer
+    filterset_class = IdentityLinkFilter
+
+    def create(self, request: Request) -> Response:
+        data = validated(IdentityLinkCreateSerializer, request)
+        link = services.identity_link_create(
+            workspace_id=request.user.workspace_id,
+            account_id=data["accountId"],
+            linked_account_id=data["linkedAccountId"],
+        )
+        return Response(IdentityLinkSerializer(link).data, status=status.HTTP_201_CREATED)
+
+    @action(detail=True, methods=["post"])
+    def verify(self, request: Request, pk: str) -> Response:
+        self._no_body(request)
+        link = services.identity_link_verify(link=scoped_or_404(self.get_queryset(), pk))
+        return Response(IdentityLinkSerializer(link).data)
+
+    @action(detail=True, methods=["post"])
+    def revoke(self, request: Request, pk: str) -> Response:
+        self._no_body(request)
+        link = services.identity_link_revoke(link=scoped_or_404(self.get_queryset(), pk))
+        return Response(IdentityLinkSerializer(link).data)
+
+    @staticmethod
+    def _no_body(request: Request) -> None:
+        if request.data:
+            raise InvalidArguments("This action takes no body.")
+
+
+class RunViewSet(ServiceViewSet):
+    model = Run
+    output_serializer = RunSerializer
+    filterset_class = None
+
+    def create(self, request: Request) -> Response:
+        data = validated(RunCreateSerializer, request)
+        run, token = services.run_create(
+            workspace_id=request.user.workspace_id,
+            agent_id=data["agentId"],
+            conversation_id=data["conversationId"],
+            requester_id=data["requesterId"],
+            current_message_id=data.get("currentMessageId"),
+            recent_message_ids=data.get("recentMessageIds", []),
+        )
+        return Response({**RunSerializer(run).data, "token": token}, status=status.HTTP_201_CREATED)
+
+
+# --- agent tools ---------------------------------------------------------------------------
+
+
+class ListMessagesView(APIView):
+    """list_messages: newest first; offset mode, or positional before/after/around an anchor."""
+
+    permission_classes = [IsAgentOrRunToken]
+
+    def get(self, request: Request) -> Response:
+        params = query_params(request, ListMessagesQuery)
+        caller = request.user
+        positional = {key: params[key] for key in ("before", "after", "around") if key in params}
+        before = positional.get("before")
+        if before is not None:
+            anchor = _as_uuid(before)
+            if anchor is None:
+                # Legacy: a non-UUID `before` is a date, and must be RFC 3339.
+                legacy_date = parse_rfc3339(before)
+                if legacy_date is None:
+                    raise InvalidArguments(
+                        "before must be a message id or an RFC 3339 timestamp.",
+                        details={"field": "before"},
+                    )
+                if "beforeDate" in params:
+                    raise InvalidArguments("Give either beforeDate or a date in before, not both.")
+                params["beforeDate"] = legacy_date
+                del positional["before"]
+            else:
+                positional["before"] = anchor
+        if len(positional) > 1:
+            raise InvalidArguments("Give at most one of before, after and around.")
+        if positional:
+            if "beforeDate" in params or request.query_params.get("offset") is not None:
+                raise InvalidArguments(
+                    "before/after/around cannot be combined with beforeDate or offset."
+                )
+            ((direction, anchor_id),) = positional.items()
+            page = selectors.message_list_around(
+                workspace_id=caller.workspace_id,
+                agent_id=caller.agent_id,
+                conversation_id=params["conversationId"],
+                anchor_id=anchor_id,
+                direction=direction,
+                limit=params["limit"],
+            )
+        else:
+            page = selectors.message_list(
+                workspace_id=caller.workspace_id,
+                agent_id=caller.agent_id,
+                conversation_id=params["conversationId"],
+                limit=params["limit"],
+                offset=params["offset"],
+                before_date=params.get("beforeDate"),
+            )
+        body = {
+            "items": [message_summary(m) for m in page.items],
+            "total": page.total,
+            "limit": page.limit,
+            "hasOlder": page.has_older,
+            "hasNewer": page.has_newer,
+        }
+        if page.offset is not None:
+            body["offset"] = page.offset
+        return Response(body)
+
+
+def _as_uuid(value: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return None
+
+
+class SearchMessagesView(APIView):
+    """search_messages: literal, case-insensitive substring; newest first; bounded."""
+
+    permission_classes = [IsAgentOrRunToken]
+
+    def get(self, request: Request) -> Response:
+        params = query_params(request, SearchMessagesQuery)
+        items = selectors.message_search(
+            workspace_id=request.user.workspace_id,
+            agent_id=request.user.agent_id,
+            query=params["query"],
+            limit=params["limit"],
+            conversation_id=params.get("conversationId"),
+        )
+        return Response(
+            {
+                "items": [message_summary(m) for m in items],
+                "total": len(items),
+                "limit": params["limit"],
+            }
+        )
+
+
+class MessageView(APIView):
+    """``/messages/{id}``: get_message for agents; edit and soft delete for the runtime."""
+
+    def get_permissions(self):
+        if self.request.method == "GET":
+            return [IsAgentOrRunToken()]
+        return [IsServiceToken()]
+
+    def get(self, request: Request, message_id: uuid.UUID) -> Response:
+        message = selectors.message_get(
+            workspace_id=request.user.workspace_id,
+            agent_id=request.user.agent_id,
+            message_id=message_id,
+        )
+        return Response(MessageSummarySerializer(message).data)
+
+    def _service_message(self, request: Request, message_id: uuid.UUID) -> Message:
+        return scoped_or_404(
+            Message.objects.filter(workspace_id=request.user.workspace_id, deleted_at__isnull=True),
+            message_id,
+        )
+
+    def patch(self, request: Request, message_id: uuid.UUID) -> Response:
+        data = validated(MessageEditSerializer, request)
+        message = services.message_edit(
+            message=self._service_message(request, message_id), content=data["content"]
+        )
+        return Response(message_summary(message))
+
+    def delete(self, request: Request, message_id: uuid.UUID) -> Response:
+        services.message_delete(message=self._service_message(request, message_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,93 @@
+"""Small factories for synthetic test data, built through the real services."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import datetime
+
+from rest_framework.test import APIClient
+
+from messages_app import services
+from messages_app.models import (
+    Account,
+    Agent,
+    Conversation,
+    Membership,
+    Message,
+    TokenKind,
+    Workspace,
+)
+
+_counter = itertools.count(1)
+
+
+def make_workspace(slug: str | None = None) -> Workspace:
+    return services.workspace_create(slug=slug or f"ws-{next(_counter)}")
+
+
+def make_account(workspace: Workspace, name: str | None = None) -> Account:
+    return services.account_create(
+        workspace_id=workspace.id, display_name=name or f"Person {next(_counter)}"
+    )
+
+
+def make_agent(workspace: Workspace, name: str = "Helper agent") -> Agent:
+    return services.agent_create(workspace_id=workspace.id, name=name)
+
+
+def make_conversation(
+    workspace: Workspace, kind: str = "private", title: str | None = None
+) -> Conversation:
+    return services.conversation_create(
+        workspace_id=workspace.id, kind=kind, title=title or f"Room {next(_counter)}"
+    )
+
+
+def join(
+    conversation: Conversation,
+    member: Account | Agent,
+    joined_at: datetime | None = None,
+) -> Membership:
+    if isinstance(member, Agent):
+        return services.membership_join(
+            conversation=conversation, agent_id=member.id, joined_at=joined_at
+        )
+    return services.membership_join(
+        conversation=conversation, account_id=member.id, joined_at=joined_at
+    )
+
+
+def post(
+    conversation: Conversation,
+    sender: Account | Agent,
+    content: str = "sample status",
+    created_at: datetime | None = None,
+    **extra,
+) -> Message:
+    if isinstance(sender, Agent):
+        draft = services.MessageDraft(
+            content=content, sender_agent_id=sender.id, created_at=created_at, **extra
+        )
+    else:
+        draft = services.MessageDraft(
+            content=content, sender_account_id=sender.id, created_at=created_at, **extra
+        )
+    return services.message_create(conversation=conversation, draft=draft)
+
+
+def service_client(workspace: Workspace) -> APIClient:
+    _, raw = services.token_create(workspace_id=workspace.id, kind=TokenKind.SERVICE)
+    return bearer_client(raw)
+
+
+def agent_client(agent: Agent) -> APIClient:
+    _, raw = services.token_create(
+        workspace_id=agent.workspace_id, kind=TokenKind.AGENT, agent=agent
+    )
+    return bearer_client(raw)
+
+
+def bearer_client(raw_token: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw_token}")
+    return client
