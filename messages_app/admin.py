@@ -312,11 +312,12 @@ class IdentityLinkForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         workspace = cleaned.get("workspace")
+        if workspace is None:
+            return cleaned
         for name in ("account", "linked_account"):
             account = cleaned.get(name)
-            if workspace is not None and account is not None:
-                if account.workspace_id != workspace.pk:
-                    self.add_error(name, "This account belongs to another workspace.")
+            if account is not None and account.workspace_id != workspace.pk:
+                self.add_error(name, "This account belongs to another workspace.")
         return cleaned
 
 

@@ -1,0 +1,48 @@
+# One command to run the demo, one to run every check. Python 3.11+ and PostgreSQL's server
+# package are all a new machine needs: with DATABASE_URL unset the project starts its own cluster.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+TEST_SETTINGS := DJANGO_SETTINGS_MODULE=formation.settings_test
+
+.PHONY: install run test lint format db-start db-stop db-status
+
+$(BIN)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed: run make with PYTHON=/path/to/python3.11")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(BIN)/.installed
+
+run: install
+	DEBUG=1 $(BIN)/python manage.py migrate --noinput
+	DEBUG=1 $(BIN)/python manage.py load_demo
+	@echo "Serving the API on http://$(HOST):$(PORT)/api/v1/ and the admin on http://$(HOST):$(PORT)/admin/"
+	DEBUG=1 $(BIN)/python manage.py runserver $(HOST):$(PORT)
+
+test: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(TEST_SETTINGS) $(BIN)/python manage.py makemigrations --check --dry-run
+	$(BIN)/pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+db-start: install
+	$(BIN)/python -m formation.embedded_postgres start
+
+db-stop: install
+	$(BIN)/python -m formation.embedded_postgres stop
+
+db-status: install
+	$(BIN)/python -m formation.embedded_postgres status
