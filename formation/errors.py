@@ -13,7 +13,8 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import DatabaseError, OperationalError
-from django.http import Http404, HttpRequest, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.response import Response
 
@@ -141,17 +142,27 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     )
 
 
-def not_found_view(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
-    """Django's handler404 for URLs no view matched."""
+def _is_api(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/")
+
+
+def not_found_view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """Django's handler404: the envelope under /api/, Django's page elsewhere (the admin)."""
+    if not _is_api(request):
+        return defaults.page_not_found(request, exception)
     return JsonResponse(error_body(NotFound.code, NotFound.default_message), status=404)
 
 
-def server_error_view(request: HttpRequest) -> JsonResponse:
-    """Django's handler500: the envelope, no traceback."""
+def server_error_view(request: HttpRequest) -> HttpResponse:
+    """Django's handler500: the envelope under /api/, never a traceback."""
+    if not _is_api(request):
+        return defaults.server_error(request)
     return JsonResponse(error_body(ApiError.code, ApiError.default_message), status=500)
 
 
-def bad_request_view(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+def bad_request_view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if not _is_api(request):
+        return defaults.bad_request(request, exception)
     return JsonResponse(
         error_body(InvalidArguments.code, InvalidArguments.default_message), status=400
     )
@@ -159,5 +170,7 @@ def bad_request_view(request: HttpRequest, exception: Exception | None = None) -
 
 def permission_denied_view(
     request: HttpRequest, exception: Exception | None = None
-) -> JsonResponse:
+) -> HttpResponse:
+    if not _is_api(request):
+        return defaults.permission_denied(request, exception)
     return JsonResponse(error_body(Forbidden.code, Forbidden.default_message), status=403)
