@@ -123,3 +123,12 @@ def query_params(request: Any, serializer_class: type[serializers.Serializer]) -
     serializer = serializer_class(data={key: raw[key] for key in raw})
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
+
+
+class Choice(serializers.ChoiceField):
+    """A choice whose error lists the allowed values instead of echoing what was sent."""
+
+    def __init__(self, choices, **kwargs: Any):
+        super().__init__(choices, **kwargs)
+        allowed = ", ".join(str(choice) for choice in self.choices)
+        self.error_messages["invalid_choice"] = f"Must be one of: {allowed}."

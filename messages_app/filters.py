@@ -15,6 +15,16 @@ from messages_app.models import (
 )
 
 
+def choice_filter(field_name: str, choices) -> django_filters.ChoiceFilter:
+    """A ChoiceFilter whose error names the allowed values, never the value sent."""
+    allowed = ", ".join(value for value, _ in choices)
+    return django_filters.ChoiceFilter(
+        field_name=field_name,
+        choices=choices,
+        error_messages={"invalid_choice": f"Must be one of: {allowed}."},
+    )
+
+
 class AccountFilter(django_filters.FilterSet):
     externalId = django_filters.CharFilter(field_name="external_id", max_length=200)
     displayName = django_filters.CharFilter(
@@ -35,7 +45,7 @@ class AgentFilter(django_filters.FilterSet):
 
 
 class ConversationFilter(django_filters.FilterSet):
-    kind = django_filters.ChoiceFilter(field_name="kind", choices=ConversationKind.choices)
+    kind = choice_filter("kind", ConversationKind.choices)
     externalId = django_filters.CharFilter(field_name="external_id", max_length=200)
 
     class Meta:
@@ -44,7 +54,13 @@ class ConversationFilter(django_filters.FilterSet):
 
 
 class MembershipFilter(django_filters.FilterSet):
-    current = django_filters.BooleanFilter(field_name="left_at", lookup_expr="isnull")
+    # A strict true/false: django-filter's BooleanFilter would ignore any other value.
+    current = django_filters.TypedChoiceFilter(
+        choices=[("true", "true"), ("false", "false")],
+        coerce=lambda value: value == "true",
+        method="filter_current",
+        error_messages={"invalid_choice": "Must be true or false."},
+    )
     accountId = django_filters.UUIDFilter(field_name="account_id")
     agentId = django_filters.UUIDFilter(field_name="agent_id")
 
@@ -52,9 +68,12 @@ class MembershipFilter(django_filters.FilterSet):
         model = Membership
         fields = ["current", "accountId", "agentId"]
 
+    def filter_current(self, queryset, name, value):
+        return queryset.filter(left_at__isnull=value)
+
 
 class IdentityLinkFilter(django_filters.FilterSet):
-    status = django_filters.ChoiceFilter(field_name="status", choices=IdentityLinkStatus.choices)
+    status = choice_filter("status", IdentityLinkStatus.choices)
     accountId = django_filters.UUIDFilter(method="filter_account")
 
     class Meta:

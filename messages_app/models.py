@@ -57,7 +57,7 @@ class Account(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        ordering = ["workspace", "created_at", "id"]
+        ordering = ["workspace_id", "created_at", "id"]
         constraints = [
             _workspace_key("account"),
             models.UniqueConstraint(
@@ -83,7 +83,7 @@ class Agent(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        ordering = ["workspace", "created_at", "id"]
+        ordering = ["workspace_id", "created_at", "id"]
         constraints = [_workspace_key("agent")]
         indexes = [models.Index(fields=["workspace", "created_at", "id"], name="agent_ws_created")]
 
@@ -110,7 +110,7 @@ class Conversation(models.Model):
     last_seq = models.BigIntegerField(default=0, editable=False)
 
     class Meta:
-        ordering = ["workspace", "created_at", "id"]
+        ordering = ["workspace_id", "created_at", "id"]
         constraints = [
             _workspace_key("conversation"),
             models.UniqueConstraint(
@@ -151,7 +151,7 @@ class Membership(models.Model):
     left_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["conversation", "joined_at", "id"]
+        ordering = ["conversation_id", "joined_at", "id"]
         constraints = [
             models.CheckConstraint(
                 condition=(Q(account__isnull=False) & Q(agent__isnull=True))
@@ -258,7 +258,7 @@ class Message(models.Model):
     )
 
     class Meta:
-        ordering = ["conversation", "seq"]
+        ordering = ["conversation_id", "seq"]
         constraints = [
             _workspace_key("message"),
             models.UniqueConstraint(
@@ -355,7 +355,7 @@ class IdentityLink(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["workspace", "created_at", "id"]
+        ordering = ["workspace_id", "created_at", "id"]
         constraints = [
             models.CheckConstraint(
                 condition=~Q(account=F("linked_account")), name="identity_link_two_accounts"
@@ -418,7 +418,7 @@ class Run(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["workspace", "-created_at", "id"]
+        ordering = ["workspace_id", "-created_at", "id"]
         constraints = [_workspace_key("run")]
         indexes = [models.Index(fields=["workspace", "agent", "created_at"], name="run_ws_agent")]
 
@@ -450,7 +450,7 @@ class ApiToken(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["workspace", "-created_at"]
+        ordering = ["workspace_id", "-created_at"]
         constraints = [
             models.CheckConstraint(
                 condition=(Q(kind="service") & Q(agent__isnull=True) & Q(run__isnull=True))

@@ -181,4 +181,6 @@ def message_search(
             workspace_id=workspace_id, agent_id=agent_id, conversation_id=conversation_id
         )
         messages = messages.filter(conversation_id=conversation_id)
-    return list(messages.filter(content__icontains=query).order_by("-created_at", "-id")[:limit])
+    # Newest first like list_messages; seq orders ties inside a conversation, id across them.
+    matches = messages.filter(content__icontains=query).order_by("-created_at", "-seq", "-id")
+    return list(matches[:limit])

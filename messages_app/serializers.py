@@ -11,7 +11,9 @@ from typing import Any
 
 from rest_framework import serializers
 
+from formation.errors import InvalidArguments
 from formation.fields import (
+    Choice,
     Id,
     StrictSerializer,
     Text,
@@ -72,7 +74,7 @@ class AgentSerializer(serializers.Serializer):
 
 
 class ConversationCreateSerializer(StrictSerializer):
-    kind = serializers.ChoiceField(choices=ConversationKind.values)
+    kind = Choice(choices=ConversationKind.values)
     title = Text(max_length=300, allow_blank=False)
     externalId = Text(max_length=MAX_NAME_CHARS, required=False, allow_null=True)
 
@@ -135,8 +137,8 @@ class MessageCreateSerializer(StrictSerializer):
     senderUserId = Id(required=False)
     senderAgentId = Id(required=False)
     content = Text(max_length=MAX_CONTENT_CHARS, allow_blank=False)
-    role = serializers.ChoiceField(choices=MessageRole.values, required=False)
-    status = serializers.ChoiceField(choices=MessageStatus.values, required=False)
+    role = Choice(choices=MessageRole.values, required=False)
+    status = Choice(choices=MessageStatus.values, required=False)
     createdAt = Timestamp(required=False)
     replyToId = Id(required=False, allow_null=True)
     threadId = Id(required=False, allow_null=True)
@@ -176,8 +178,10 @@ class MessageBulkSerializer(StrictSerializer):
         for index, item in enumerate(self.validated_data["messages"]):
             item_serializer = MessageCreateSerializer(data=item)
             if not item_serializer.is_valid():
-                raise serializers.ValidationError(
-                    {"index": index, "messages": item_serializer.errors}
+                # The same details shape as a reference problem found by the service.
+                raise InvalidArguments(
+                    "A message in the batch is invalid; nothing was stored.",
+                    details={"index": index, "fields": item_serializer.errors},
                 )
             drafts.append(item_serializer.to_draft())
         return drafts
@@ -193,8 +197,8 @@ class MessageSummarySerializer(serializers.Serializer):
     id = serializers.UUIDField()
     conversationId = serializers.UUIDField(source="conversation_id")
     seq = serializers.IntegerField()
-    role = serializers.ChoiceField(choices=MessageRole.values)
-    status = serializers.ChoiceField(choices=MessageStatus.values)
+    role = Choice(choices=MessageRole.values)
+    status = Choice(choices=MessageStatus.values)
     senderAgentId = serializers.UUIDField(source="sender_agent_id", required=False)
     senderUserId = serializers.UUIDField(source="sender_account_id", required=False)
     replyToId = serializers.UUIDField(source="reply_to_id", allow_null=True)

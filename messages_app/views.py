@@ -391,6 +391,14 @@ class MessageView(APIView):
             return [IsAgentOrRunToken()]
         return [IsServiceToken()]
 
+    def initial(self, request: Request, *args, **kwargs) -> None:
+        super().initial(request, *args, **kwargs)
+        if request.query_params:
+            unknown = sorted(key[:64] for key in request.query_params)[:10]
+            raise InvalidArguments(
+                details={"fields": {key: ["Unknown parameter."] for key in unknown}}
+            )
+
     def get(self, request: Request, message_id: uuid.UUID) -> Response:
         message = selectors.message_get(
             workspace_id=request.user.workspace_id,

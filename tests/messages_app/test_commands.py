@@ -1,0 +1,128 @@
+"""Set-up commands (SPEC §8): each prints the new id or token as its last line; bad input is a
+CommandError, never a traceback."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import uuid
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from messages_app.models import ApiToken, Workspace
+from tests import factories
+
+
+def run(*args: str) -> str:
+    out = io.StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
+
+
+def last_line(output: str) -> str:
+    return output.strip().splitlines()[-1]
+
+
+# --- create_workspace ----------------------------------------------------------------------
+
+
+def test_create_workspace_prints_its_id_last(db):
+    output = run("create_workspace", "demo-x")
+    workspace_id = uuid.UUID(last_line(output))
+    workspace = Workspace.objects.get(pk=workspace_id)
+    assert workspace.slug == "demo-x"
+
+
+def test_create_workspace_takes_a_display_name(db):
+    workspace_id = uuid.UUID(last_line(run("create_workspace", "demo-named", "--name", "Demo")))
+    assert Workspace.objects.get(pk=workspace_id).name == "Demo"
+
+
+def test_create_workspace_refuses_a_duplicate_slug(db):
+    run("create_workspace", "demo-x")
+    with pytest.raises(CommandError):
+        run("create_workspace", "demo-x")
+    assert Workspace.objects.filter(slug="demo-x").count() == 1
+
+
+@pytest.mark.parametrize("slug", ["", "has space", "bad/slug", "dots.too", "x" * 65, "ünï"])
+def test_create_workspace_refuses_a_bad_slug(db, slug):
+    with pytest.raises(CommandError):
+        run("create_workspace", slug)
+    assert not Workspace.objects.exists()
+
+
+# --- create_token --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def demo(db) -> Workspace:
+    return Workspace.objects.get(pk=uuid.UUID(last_line(run("create_workspace", "demo-x"))))
+
+
+def stored(raw: str) -> ApiToken:
+    return ApiToken.objects.get(digest=hashlib.sha256(raw.encode()).hexdigest())
+
+
+def test_create_token_service_prints_a_working_token(demo):
+    raw = last_line(run("create_token", "--workspace", "demo-x", "--service"))
+    token = stored(raw)
+    assert (token.kind, token.workspace_id, token.agent_id) == ("service", demo.id, None)
+    response = factories.bearer_client(raw).get("/api/v1/accounts")
+    assert response.status_code == 200
+    assert response.json()["items"] == []
+
+
+def test_create_token_agent_prints_a_token_acting_as_the_agent(demo):
+    agent = factories.make_agent(demo)
+    raw = last_line(run("create_token", "--workspace", "demo-x", "--agent", str(agent.id)))
+    token = stored(raw)
+    assert (token.kind, token.workspace_id, token.agent_id) == ("agent", demo.id, agent.id)
+    client = factories.bearer_client(raw)
+    assert client.get("/api/v1/messages/search", {"query": "sample"}).status_code == 200
+    # An agent token is not a service token.
+    assert client.get("/api/v1/accounts").status_code == 403
+
+
+def test_create_token_refuses_an_unknown_agent(demo):
+    with pytest.raises(CommandError):
+        run("create_token", "--workspace", "demo-x", "--agent", str(uuid.uuid4()))
+    assert not ApiToken.objects.exists()
+
+
+def test_create_token_refuses_an_agent_of_another_workspace(demo):
+    other = factories.make_workspace("demo-other")
+    stranger = factories.make_agent(other)
+    with pytest.raises(CommandError):
+        run("create_token", "--workspace", "demo-x", "--agent", str(stranger.id))
+    assert not ApiToken.objects.exists()
+
+
+@pytest.mark.parametrize("agent_id", ["not-a-uuid", "12345", ""])
+def test_create_token_refuses_a_non_uuid_agent(demo, agent_id):
+    with pytest.raises(CommandError):
+        run("create_token", "--workspace", "demo-x", "--agent", agent_id)
+    assert not ApiToken.objects.exists()
+
+
+def test_create_token_refuses_an_unknown_workspace(demo):
+    with pytest.raises(CommandError):
+        run("create_token", "--workspace", "no-such-space", "--service")
+    assert not ApiToken.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--workspace", "demo-x"),
+        ("--workspace", "demo-x", "--service", "--agent", "00000000-0000-0000-0000-000000000000"),
+        ("--service",),
+    ],
+    ids=["no-kind", "both-kinds", "no-workspace"],
+)
+def test_create_token_needs_a_workspace_and_exactly_one_kind(demo, args):
+    with pytest.raises(CommandError):
+        run("create_token", *args)
+    assert not ApiToken.objects.exists()
