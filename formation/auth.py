@@ -103,13 +103,3 @@ class IsAgentOrRunToken(BasePermission):
         if not caller.acts_as_agent:
             raise Forbidden("This endpoint needs an agent or run token.")
         return True
-
-
-class IsRunToken(BasePermission):
-    def has_permission(self, request, view) -> bool:
-        caller = request.user
-        if caller is None:
-            raise Unauthenticated()
-        if caller.kind != TokenKind.RUN:
-            raise Forbidden("This endpoint needs a run token.")
-        return True

@@ -16,6 +16,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -44,6 +45,11 @@ SERVER_SETTINGS = {
     "synchronous_commit": "off",
     "jit": "off",
     "max_connections": "100",
+    # Only the owner (and root) may connect: the cluster trusts whoever reaches the socket.
+    "unix_socket_permissions": "0700",
+    # Failing statements are not echoed into the server log: they carry message text.
+    "log_min_error_statement": "panic",
+    "log_error_verbosity": "terse",
 }
 
 INSTALL_HINT = (
@@ -158,10 +164,39 @@ def _run(command: list[str], what: str) -> subprocess.CompletedProcess[str]:
     return result
 
 
+def _server_uid() -> int:
+    import pwd
+
+    return pwd.getpwnam(SERVER_OS_USER).pw_uid if _running_as_root() else os.geteuid()
+
+
+def _private_dir(path: Path, *, mode: int, owner_uid: int) -> None:
+    """Create ``path`` or accept it only as a real folder owned by us or the server user.
+
+    The temp-folder fallback has a predictable name, so another local user could plant a
+    symlink or a folder there first; following it as root would chown whatever it points at.
+    """
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, mode)
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid not in {os.geteuid(), owner_uid}:
+        raise EmbeddedPostgresError(
+            f"{path} exists but is not a folder owned by this user or {SERVER_OS_USER!r}; "
+            "remove it or set DATABASE_URL."
+        )
+    if info.st_uid != owner_uid:
+        os.chown(path, owner_uid, -1, follow_symlinks=False)
+    os.chmod(path, mode, follow_symlinks=False)
+
+
 @contextlib.contextmanager
 def _locked(cluster: Cluster) -> Iterator[None]:
     """Serialise set-up between processes (pytest, runserver and manage.py starting at once)."""
-    cluster.base_dir.mkdir(parents=True, exist_ok=True)
+    cluster.base_dir.parent.mkdir(parents=True, exist_ok=True)
+    # As root the base stays root's but lets the server user traverse into its own folders.
+    _private_dir(
+        cluster.base_dir, mode=0o711 if _running_as_root() else 0o700, owner_uid=os.geteuid()
+    )
     with open(cluster.base_dir / ".lock", "a+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
@@ -171,11 +206,9 @@ def _locked(cluster: Cluster) -> Iterator[None]:
 
 
 def _prepare_dirs(cluster: Cluster) -> None:
+    owner = _server_uid()
     for folder in (cluster.data_dir, cluster.socket_dir, cluster.log_file.parent):
-        folder.mkdir(parents=True, exist_ok=True)
-        if _running_as_root():
-            shutil.chown(folder, user=SERVER_OS_USER)
-    os.chmod(cluster.data_dir, 0o700)
+        _private_dir(folder, mode=0o700, owner_uid=owner)
 
 
 def _say(message: str) -> None:

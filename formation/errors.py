@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.core.exceptions import BadRequest, SuspiciousOperation
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import DatabaseError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -36,6 +37,11 @@ class InvalidArguments(ApiError):
     code = "invalid_arguments"
     status = 400
     default_message = "The request has invalid arguments."
+
+    @classmethod
+    def for_field(cls, name: str, message: str, **extra: Any) -> InvalidArguments:
+        """The same ``details.fields`` shape that serializer validation errors have."""
+        return cls(message, details={"fields": {name: [message]}, **extra})
 
 
 class Unauthenticated(ApiError):
@@ -106,6 +112,9 @@ def _translate(exc: Exception) -> ApiError:
         return InvalidArguments(details={"fields": _field_errors(exc.detail)})
     if isinstance(exc, drf_exceptions.ParseError | drf_exceptions.UnsupportedMediaType):
         return InvalidArguments(str(exc.detail))
+    if isinstance(exc, SuspiciousOperation | BadRequest):
+        # Too many query fields, an oversized body, a malformed multipart: Django's own limits.
+        return InvalidArguments()
     if isinstance(exc, drf_exceptions.NotAuthenticated | drf_exceptions.AuthenticationFailed):
         return Unauthenticated()
     if isinstance(exc, drf_exceptions.PermissionDenied | DjangoPermissionDenied):
@@ -146,26 +155,31 @@ def _is_api(request: HttpRequest) -> bool:
     return request.path.startswith("/api/")
 
 
+def _json(code: str, message: str, status: int) -> JsonResponse:
+    """The envelope for errors raised outside DRF, byte-compatible with DRF's JSONRenderer."""
+    return JsonResponse(
+        error_body(code, message), status=status, json_dumps_params={"separators": (",", ":")}
+    )
+
+
 def not_found_view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """Django's handler404: the envelope under /api/, Django's page elsewhere (the admin)."""
     if not _is_api(request):
         return defaults.page_not_found(request, exception)
-    return JsonResponse(error_body(NotFound.code, NotFound.default_message), status=404)
+    return _json(NotFound.code, NotFound.default_message, 404)
 
 
 def server_error_view(request: HttpRequest) -> HttpResponse:
     """Django's handler500: the envelope under /api/, never a traceback."""
     if not _is_api(request):
         return defaults.server_error(request)
-    return JsonResponse(error_body(ApiError.code, ApiError.default_message), status=500)
+    return _json(ApiError.code, ApiError.default_message, 500)
 
 
 def bad_request_view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if not _is_api(request):
         return defaults.bad_request(request, exception)
-    return JsonResponse(
-        error_body(InvalidArguments.code, InvalidArguments.default_message), status=400
-    )
+    return _json(InvalidArguments.code, InvalidArguments.default_message, 400)
 
 
 def permission_denied_view(
@@ -173,4 +187,4 @@ def permission_denied_view(
 ) -> HttpResponse:
     if not _is_api(request):
         return defaults.permission_denied(request, exception)
-    return JsonResponse(error_body(Forbidden.code, Forbidden.default_message), status=403)
+    return _json(Forbidden.code, Forbidden.default_message, 403)

@@ -60,17 +60,6 @@ class Text(serializers.CharField):
         return super().to_internal_value(data)
 
 
-class Integer(serializers.IntegerField):
-    """A JSON integer (not a bool, float or string)."""
-
-    default_error_messages = {"invalid": "Must be an integer."}
-
-    def to_internal_value(self, data: Any) -> int:
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
 class Timestamp(serializers.Field):
     """An RFC 3339 timestamp with a zone, e.g. ``2026-01-02T03:04:05Z``."""
 
@@ -87,7 +76,7 @@ class Timestamp(serializers.Field):
 
 
 class Id(serializers.UUIDField):
-    """A UUID in its canonical hyphenated form, given as a JSON string."""
+    """A UUID given as a JSON string (any spelling Python's ``uuid.UUID`` accepts)."""
 
     default_error_messages = {"invalid": "Must be a UUID."}
 
@@ -97,6 +86,20 @@ class Id(serializers.UUIDField):
         return super().to_internal_value(data)
 
 
+MAX_REPORTED_KEYS = 10
+
+
+def printable_key(key: Any) -> str:
+    """A client-sent key made safe to echo in an error: short and always encodable."""
+    return str(key)[:64].encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def reject_keys(keys: list[Any], problem: str) -> None:
+    if keys:
+        shown = sorted(printable_key(key) for key in keys)[:MAX_REPORTED_KEYS]
+        raise serializers.ValidationError({key: [problem] for key in shown})
+
+
 class StrictSerializer(serializers.Serializer):
     """Rejects unknown fields and non-object input instead of silently ignoring them."""
 
@@ -104,23 +107,27 @@ class StrictSerializer(serializers.Serializer):
         if not isinstance(data, Mapping):
             raise serializers.ValidationError({"non_field_errors": ["Expected a JSON object."]})
         writable = {name for name, f in self.fields.items() if not f.read_only}
-        unknown = sorted(str(key)[:64] for key in data if key not in writable)
-        if unknown:
-            raise serializers.ValidationError({key: ["Unknown field."] for key in unknown[:10]})
+        reject_keys([key for key in data if key not in writable], "Unknown field.")
         return super().to_internal_value(data)
 
 
-def query_params(request: Any, serializer_class: type[serializers.Serializer]) -> dict[str, Any]:
-    """Validate a GET request's query string with a serializer; every key must be known.
+def check_query_keys(request: Any, allowed: set[str]) -> None:
+    """Every query-string key must be known and given once.
 
-    An unknown key (``conversation_id`` for ``conversationId``) or a repeated key is an error,
-    so a typo can never silently widen a search.
+    An unknown key (``conversation_id`` for ``conversationId``) or a repeated one is an error,
+    so a typo can never silently widen a search or a listing.
     """
     raw = request.query_params
-    repeated = sorted(key[:64] for key, values in raw.lists() if len(values) > 1)
-    if repeated:
-        raise serializers.ValidationError({key: ["Given more than once."] for key in repeated[:10]})
-    serializer = serializer_class(data={key: raw[key] for key in raw})
+    reject_keys([key for key in raw if key not in allowed], "Unknown parameter.")
+    reject_keys([key for key, values in raw.lists() if len(values) > 1], "Given more than once.")
+
+
+def query_params(request: Any, serializer_class: type[serializers.Serializer]) -> dict[str, Any]:
+    """Validate a GET request's query string with a serializer (see ``check_query_keys``)."""
+    check_query_keys(request, set(serializer_class().fields))
+    serializer = serializer_class(
+        data={key: request.query_params[key] for key in request.query_params}
+    )
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
 

@@ -137,6 +137,8 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "formation.errors.api_exception_handler",
     "UNAUTHENTICATED_USER": None,
     "UNAUTHENTICATED_TOKEN": None,
+    # OPTIONS answers method_not_allowed rather than describing serializers.
+    "DEFAULT_METADATA_CLASS": None,
 }
 
 # Production hardening; each can be relaxed from the environment behind a TLS-terminating proxy.
@@ -153,10 +155,19 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"strip_query_strings": {"()": "formation.log_filters.StripQueryStrings"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": ["strip_query_strings"],
+        }
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
         # Django logs the full request on 4xx/5xx; our handler logs a sanitised line instead.
         "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
+        # runserver's access log; the handler's filter strips query strings (search text).
+        "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
     },
 }

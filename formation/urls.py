@@ -1,11 +1,16 @@
 """Root URLs: the admin and the versioned JSON API."""
 
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
+
+from formation.errors import not_found_view
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("messages_app.urls")),
+    # Any other /api/ path is the JSON not_found, also under DEBUG (which bypasses handler404
+    # and would list every URL pattern).
+    re_path(r"^api/", not_found_view),
 ]
 
 handler400 = "formation.errors.bad_request_view"

@@ -205,10 +205,6 @@ class Membership(models.Model):
     def __str__(self) -> str:
         return f"{self.account_id or self.agent_id} in {self.conversation_id}"
 
-    @property
-    def is_current(self) -> bool:
-        return self.left_at is None
-
 
 class MessageRole(models.TextChoices):
     USER = "user"
@@ -224,29 +220,46 @@ class MessageStatus(models.TextChoices):
 
 
 class Message(models.Model):
+    """One message. Foreign keys carry no single-column indexes of their own: workspace and
+    conversation lead composite keys already, and senders, replies and threads are only ever
+    looked up from the message side (rows are never hard-deleted), so each extra index would
+    only slow ingestion."""
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
+    workspace = models.ForeignKey(
+        Workspace, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.PROTECT, related_name="messages"
+        Conversation, on_delete=models.PROTECT, related_name="messages", db_index=False
     )
     seq = models.BigIntegerField(editable=False)
     role = models.CharField(max_length=16, choices=MessageRole.choices)
     status = models.CharField(max_length=16, choices=MessageStatus.choices, default="sent")
     sender_account = models.ForeignKey(
-        Account, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+        Account, on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False
     )
     sender_agent = models.ForeignKey(
-        Agent, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+        Agent, on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False
     )
     content = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     edited_at = models.DateTimeField(null=True, blank=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
     reply_to = models.ForeignKey(
-        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="replies"
+        "self",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="replies",
+        db_index=False,
     )
     thread = models.ForeignKey(
-        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="thread_messages"
+        "self",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="thread_messages",
+        db_index=False,
     )
     lineage = models.ManyToManyField(
         "self",
@@ -306,10 +319,6 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.conversation_id}#{self.seq}"
-
-    @property
-    def sender_id(self) -> uuid.UUID:
-        return self.sender_account_id or self.sender_agent_id
 
     @property
     def is_deleted(self) -> bool:
@@ -394,10 +403,6 @@ class IdentityLink(models.Model):
 
     def __str__(self) -> str:
         return f"{self.account_id} ~ {self.linked_account_id} ({self.status})"
-
-    @property
-    def is_live(self) -> bool:
-        return self.status == IdentityLinkStatus.VERIFIED
 
 
 class Run(models.Model):

@@ -23,6 +23,21 @@ NEWEST_FIRST = ("-created_at", "-seq")
 OLDEST_FIRST = ("created_at", "seq")
 
 
+def get_or_not_found(queryset: QuerySet, pk: object):
+    """One row of an already-scoped queryset, or the same ``NotFound`` as a missing one."""
+    obj = queryset.filter(pk=pk).first()
+    if obj is None:
+        raise NotFound()
+    return obj
+
+
+def runtime_message(*, workspace_id: uuid.UUID, message_id: uuid.UUID) -> Message:
+    """A live message of the workspace, for the runtime's edit and delete."""
+    return get_or_not_found(
+        Message.objects.filter(workspace_id=workspace_id, deleted_at__isnull=True), message_id
+    )
+
+
 def agent_conversation_ids(*, workspace_id: uuid.UUID, agent_id: uuid.UUID) -> QuerySet:
     """The conversations the agent is a current member of, as a subquery."""
     return Membership.objects.filter(

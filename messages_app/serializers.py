@@ -7,6 +7,7 @@ several times faster than DRF's field-by-field rendering.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from rest_framework import serializers
@@ -19,6 +20,7 @@ from formation.fields import (
     Text,
     Timestamp,
     format_timestamp,
+    parse_rfc3339,
 )
 from messages_app.models import (
     ConversationKind,
@@ -29,7 +31,12 @@ from messages_app.models import (
     MessageStatus,
     Run,
 )
-from messages_app.services import MAX_BULK_MESSAGES, MAX_LINEAGE, MessageDraft
+from messages_app.services import (
+    MAX_BULK_MESSAGES,
+    MAX_LINEAGE,
+    MAX_RECENT_MESSAGES,
+    MessageDraft,
+)
 
 MAX_CONTENT_CHARS = 100_000
 MAX_NAME_CHARS = 200
@@ -264,7 +271,9 @@ class RunCreateSerializer(StrictSerializer):
     conversationId = Id()
     requesterId = Id()
     currentMessageId = Id(required=False, allow_null=True)
-    recentMessageIds = serializers.ListField(child=Id(), required=False, max_length=1_000)
+    recentMessageIds = serializers.ListField(
+        child=Id(), required=False, max_length=MAX_RECENT_MESSAGES
+    )
 
 
 class RunSerializer(serializers.Serializer):
@@ -288,14 +297,47 @@ class RunSerializer(serializers.Serializer):
 
 
 class ListMessagesQuery(StrictSerializer):
+    """list_messages arguments. ``validate`` resolves the mode: offset paging (optionally before
+    a date), or exactly one positional anchor, stored as ``direction`` and ``anchorId``."""
+
     conversationId = Id()
     limit = serializers.IntegerField(min_value=1, max_value=200, default=50)
-    offset = serializers.IntegerField(min_value=0, max_value=100_000, default=0)
+    offset = serializers.IntegerField(min_value=0, max_value=100_000, required=False)
     beforeDate = Timestamp(required=False)
     # before/after/around are message UUIDs; a legacy non-UUID `before` must be RFC 3339.
-    before = serializers.CharField(required=False, max_length=64)
+    before = Text(required=False, max_length=64)
     after = Id(required=False)
     around = Id(required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        before = attrs.pop("before", None)
+        if before is not None:
+            try:
+                attrs["before"] = uuid.UUID(before)
+            except ValueError:
+                legacy_date = parse_rfc3339(before)
+                if legacy_date is None:
+                    raise serializers.ValidationError(
+                        {"before": ["Must be a message id or an RFC 3339 timestamp."]}
+                    ) from None
+                if "beforeDate" in attrs:
+                    raise serializers.ValidationError(
+                        "Give either beforeDate or a date in before, not both."
+                    ) from None
+                attrs["beforeDate"] = legacy_date
+        anchors = [key for key in ("before", "after", "around") if key in attrs]
+        if len(anchors) > 1:
+            raise serializers.ValidationError("Give at most one of before, after and around.")
+        if anchors:
+            if "beforeDate" in attrs or "offset" in attrs:
+                raise serializers.ValidationError(
+                    "before/after/around cannot be combined with beforeDate or offset."
+                )
+            attrs["direction"] = anchors[0]
+            attrs["anchorId"] = attrs.pop(anchors[0])
+        else:
+            attrs.setdefault("offset", 0)
+        return attrs
 
 
 class SearchMessagesQuery(StrictSerializer):

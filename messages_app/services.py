@@ -41,14 +41,17 @@ from messages_app.models import (
 MAX_CLOCK_SKEW = timedelta(minutes=5)
 MAX_BULK_MESSAGES = 5_000
 MAX_LINEAGE = 1_000
+# Lineage rows one request may add in all (a bulk of 5,000 agent replies, 4 sources each).
+MAX_LINEAGE_PER_REQUEST = 20_000
 MAX_RECENT_MESSAGES = 1_000
 
 
 def workspace_create(*, slug: str, name: str = "") -> Workspace:
-    if Workspace.objects.filter(slug=slug).exists():
-        raise InvalidArguments("A workspace with this slug already exists.")
-    with transaction.atomic():
-        return Workspace.objects.create(slug=slug, name=name or slug)
+    try:
+        with transaction.atomic():
+            return Workspace.objects.create(slug=slug, name=name or slug)
+    except IntegrityError as duplicate:
+        raise InvalidArguments("A workspace with this slug already exists.") from duplicate
 
 
 def token_create(
@@ -90,8 +93,8 @@ def account_create(
                 workspace_id=workspace_id, display_name=display_name, external_id=external_id
             )
     except IntegrityError as conflict:
-        raise InvalidArguments(
-            "An account with this externalId already exists.", details={"field": "externalId"}
+        raise InvalidArguments.for_field(
+            "externalId", "An account with this externalId already exists."
         ) from conflict
 
 
@@ -109,9 +112,8 @@ def conversation_create(
                 workspace_id=workspace_id, kind=kind, title=title, external_id=external_id
             )
     except IntegrityError as conflict:
-        raise InvalidArguments(
-            "A conversation with this externalId already exists.",
-            details={"field": "externalId"},
+        raise InvalidArguments.for_field(
+            "externalId", "A conversation with this externalId already exists."
         ) from conflict
 
 
@@ -125,9 +127,9 @@ def _resolve_member(
     """The member must exist in the conversation's workspace (else it is an unknown id)."""
     if account_id is not None:
         if not Account.objects.filter(workspace_id=workspace_id, pk=account_id).exists():
-            raise InvalidArguments("Unknown accountId.", details={"field": "accountId"})
+            raise InvalidArguments.for_field("accountId", "Unknown accountId.")
     elif not Agent.objects.filter(workspace_id=workspace_id, pk=agent_id).exists():
-        raise InvalidArguments("Unknown agentId.", details={"field": "agentId"})
+        raise InvalidArguments.for_field("agentId", "Unknown agentId.")
 
 
 def membership_join(
@@ -143,7 +145,7 @@ def membership_join(
     )
     joined_at = joined_at or timezone.now()
     if joined_at > timezone.now() + MAX_CLOCK_SKEW:
-        raise InvalidArguments("joinedAt is in the future.", details={"field": "joinedAt"})
+        raise InvalidArguments.for_field("joinedAt", "joinedAt is in the future.")
     member = _member_filter(account_id, agent_id)
     try:
         with transaction.atomic():
@@ -175,7 +177,7 @@ def membership_leave(
     )
     left_at = left_at or timezone.now()
     if left_at > timezone.now() + MAX_CLOCK_SKEW:
-        raise InvalidArguments("leftAt is in the future.", details={"field": "leftAt"})
+        raise InvalidArguments.for_field("leftAt", "leftAt is in the future.")
     with transaction.atomic():
         membership = (
             conversation.memberships.select_for_update()
@@ -185,7 +187,7 @@ def membership_leave(
         if membership is None:
             raise InvalidArguments("Not a current member of this conversation.")
         if left_at <= membership.joined_at:
-            raise InvalidArguments("leftAt must be after joinedAt.", details={"field": "leftAt"})
+            raise InvalidArguments.for_field("leftAt", "leftAt must be after joinedAt.")
         membership.left_at = left_at
         membership.save(update_fields=["left_at"])
         return membership
@@ -259,7 +261,7 @@ def _check_references(conversation: Conversation, drafts: Sequence[MessageDraft]
         elif draft.created_at and draft.created_at > now + MAX_CLOCK_SKEW:
             problem = ("createdAt", "createdAt is in the future.")
         if problem:
-            raise DraftError(problem[1], details={"field": problem[0], "index": index})
+            raise DraftError.for_field(problem[0], problem[1], index=index)
 
 
 def _reserve_seqs(conversation: Conversation, count: int) -> int:
@@ -289,6 +291,10 @@ def messages_create(*, conversation: Conversation, drafts: Sequence[MessageDraft
     """Store drafts in order, all or nothing, assigning consecutive seqs."""
     if not 1 <= len(drafts) <= MAX_BULK_MESSAGES:
         raise InvalidArguments(f"Send between 1 and {MAX_BULK_MESSAGES} messages.")
+    if sum(len(draft.lineage) for draft in drafts) > MAX_LINEAGE_PER_REQUEST:
+        raise InvalidArguments(
+            f"One request may name at most {MAX_LINEAGE_PER_REQUEST} lineage sources in all."
+        )
     _check_references(conversation, drafts)
     now = timezone.now()
     with transaction.atomic():
@@ -414,39 +420,36 @@ def run_create(
     """Open a turn: the agent must be in the destination, the requester able to read it."""
     agent = Agent.objects.filter(workspace_id=workspace_id, pk=agent_id).first()
     if agent is None:
-        raise InvalidArguments("Unknown agentId.", details={"field": "agentId"})
+        raise InvalidArguments.for_field("agentId", "Unknown agentId.")
     conversation = Conversation.objects.filter(
         workspace_id=workspace_id, pk=conversation_id
     ).first()
     if conversation is None:
-        raise InvalidArguments("Unknown conversationId.", details={"field": "conversationId"})
+        raise InvalidArguments.for_field("conversationId", "Unknown conversationId.")
     if not Account.objects.filter(workspace_id=workspace_id, pk=requester_id).exists():
-        raise InvalidArguments("Unknown requesterId.", details={"field": "requesterId"})
+        raise InvalidArguments.for_field("requesterId", "Unknown requesterId.")
     if not _is_current_member(conversation, agent_id=agent_id):
-        raise InvalidArguments(
-            "The agent is not a current member of the conversation.",
-            details={"field": "agentId"},
+        raise InvalidArguments.for_field(
+            "agentId", "The agent is not a current member of the conversation."
         )
     if conversation.kind in (
         ConversationKind.DIRECT,
         ConversationKind.PRIVATE,
     ) and not _is_current_member(conversation, account_id=requester_id):
-        raise InvalidArguments(
-            "The requester is not a current member of the conversation.",
-            details={"field": "requesterId"},
+        raise InvalidArguments.for_field(
+            "requesterId", "The requester is not a current member of the conversation."
         )
     recent = list(dict.fromkeys(recent_message_ids))
     if len(recent) > MAX_RECENT_MESSAGES:
-        raise InvalidArguments(
-            f"recentMessageIds holds at most {MAX_RECENT_MESSAGES} ids.",
-            details={"field": "recentMessageIds"},
+        raise InvalidArguments.for_field(
+            "recentMessageIds", f"recentMessageIds holds at most {MAX_RECENT_MESSAGES} ids."
         )
     named = set(recent) | ({current_message_id} if current_message_id else set())
     found = Message.objects.filter(conversation=conversation, pk__in=named).count()
     if found != len(named):
-        raise InvalidArguments(
+        raise InvalidArguments.for_field(
+            "recentMessageIds" if recent else "currentMessageId",
             "currentMessageId and recentMessageIds must be messages of the conversation.",
-            details={"field": "recentMessageIds" if recent else "currentMessageId"},
         )
     with transaction.atomic():
         run = Run.objects.create(

@@ -1,9 +1,26 @@
 """``/api/v1/`` routes: ingestion (service token) and the agent tools (agent or run token)."""
 
-from django.urls import path
+import uuid
+
+from django.urls import path, register_converter
 from rest_framework.routers import SimpleRouter
 
 from messages_app import views
+
+
+class AnyCaseUUIDConverter:
+    """Like Django's ``uuid`` converter, but also accepts upper-case hex, as the router does."""
+
+    regex = views.UUID_PATTERN
+
+    def to_python(self, value: str) -> uuid.UUID:
+        return uuid.UUID(value)
+
+    def to_url(self, value: uuid.UUID) -> str:
+        return str(value)
+
+
+register_converter(AnyCaseUUIDConverter, "id")
 
 router = SimpleRouter(trailing_slash=False)
 router.register("accounts", views.AccountViewSet, basename="account")
@@ -13,9 +30,9 @@ router.register("identity-links", views.IdentityLinkViewSet, basename="identity-
 
 urlpatterns = [
     path("runs", views.RunViewSet.as_view({"post": "create"}), name="run-list"),
-    path("runs/<uuid:pk>", views.RunViewSet.as_view({"get": "retrieve"}), name="run-detail"),
+    path("runs/<id:pk>", views.RunViewSet.as_view({"get": "retrieve"}), name="run-detail"),
     path("messages", views.ListMessagesView.as_view(), name="list-messages"),
     path("messages/search", views.SearchMessagesView.as_view(), name="search-messages"),
-    path("messages/<uuid:message_id>", views.MessageView.as_view(), name="message-detail"),
+    path("messages/<id:message_id>", views.MessageView.as_view(), name="message-detail"),
     *router.urls,
 ]

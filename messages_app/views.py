@@ -19,8 +19,8 @@ from rest_framework.views import APIView
 from rest_framework.viewsets import GenericViewSet
 
 from formation.auth import IsAgentOrRunToken, IsServiceToken
-from formation.errors import InvalidArguments, NotFound
-from formation.fields import parse_rfc3339, query_params
+from formation.errors import InvalidArguments
+from formation.fields import check_query_keys, query_params
 from messages_app import selectors, services
 from messages_app.filters import (
     AccountFilter,
@@ -29,14 +29,8 @@ from messages_app.filters import (
     IdentityLinkFilter,
     MembershipFilter,
 )
-from messages_app.models import (
-    Account,
-    Agent,
-    Conversation,
-    IdentityLink,
-    Message,
-    Run,
-)
+from messages_app.models import Account, Agent, Conversation, IdentityLink, Run
+from messages_app.selectors import get_or_not_found
 from messages_app.serializers import (
     AccountCreateSerializer,
     AccountSerializer,
@@ -62,6 +56,7 @@ from messages_app.serializers import (
 )
 
 UUID_PATTERN = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+PAGE_KEYS = {"limit", "offset"}
 
 
 def validated(serializer_class, request: Request) -> dict[str, Any]:
@@ -70,16 +65,35 @@ def validated(serializer_class, request: Request) -> dict[str, Any]:
     return serializer.validated_data
 
 
-def scoped_or_404(queryset: QuerySet, pk: Any):
-    """One object of the caller's workspace, or the same ``not_found`` as a missing one."""
-    obj = queryset.filter(pk=pk).first()
-    if obj is None:
-        raise NotFound()
-    return obj
+def paged(request: Request, queryset: QuerySet, filterset_class, output_serializer) -> Response:
+    """A filtered, offset-paged list: ``{items, total, limit, offset}``.
+
+    Unknown or repeated query keys and invalid filter values are ``invalid_arguments``.
+    """
+    check_query_keys(request, set(filterset_class.base_filters) | PAGE_KEYS)
+    filterset = filterset_class(data=request.query_params, queryset=queryset, request=request)
+    if not filterset.is_valid():
+        raise InvalidArguments(details={"fields": filterset.errors})
+    page = ListPageQuery(
+        data={key: request.query_params[key] for key in PAGE_KEYS & set(request.query_params)}
+    )
+    page.is_valid(raise_exception=True)
+    limit, offset = page.validated_data["limit"], page.validated_data["offset"]
+    items = list(filterset.qs[offset : offset + limit])
+    # When the first page holds everything, its length is the total: no count query.
+    total = len(items) if offset == 0 and len(items) < limit else filterset.qs.count()
+    return Response(
+        {
+            "items": output_serializer(items, many=True).data,
+            "total": total,
+            "limit": limit,
+            "offset": offset,
+        }
+    )
 
 
 class ServiceViewSet(GenericViewSet):
-    """List (paged, filtered, unknown parameters refused), retrieve and create, for the runtime."""
+    """List (paged, filtered), retrieve and create, for the runtime's service token."""
 
     permission_classes = [IsServiceToken]
     lookup_value_regex = UUID_PATTERN
@@ -91,33 +105,11 @@ class ServiceViewSet(GenericViewSet):
         return self.model.objects.filter(workspace_id=self.request.user.workspace_id)
 
     def list(self, request: Request) -> Response:
-        allowed = set(self.filterset_class.base_filters) | {"limit", "offset"}
-        unknown = sorted(key[:64] for key in request.query_params if key not in allowed)
-        if unknown:
-            raise InvalidArguments(
-                details={"fields": {key: ["Unknown parameter."] for key in unknown[:10]}}
-            )
-        page = ListPageQuery(
-            data={
-                k: request.query_params[k] for k in ("limit", "offset") if k in request.query_params
-            }
-        )
-        page.is_valid(raise_exception=True)
-        limit, offset = page.validated_data["limit"], page.validated_data["offset"]
-        queryset = self.filter_queryset(self.get_queryset()).order_by(*self.order_by)
-        items = list(queryset[offset : offset + limit])
-        total = len(items) if offset == 0 and len(items) < limit else queryset.count()
-        return Response(
-            {
-                "items": self.output_serializer(items, many=True).data,
-                "total": total,
-                "limit": limit,
-                "offset": offset,
-            }
-        )
+        queryset = self.get_queryset().order_by(*self.order_by)
+        return paged(request, queryset, self.filterset_class, self.output_serializer)
 
     def retrieve(self, request: Request, pk: str) -> Response:
-        return Response(self.output_serializer(scoped_or_404(self.get_queryset(), pk)).data)
+        return Response(self.output_serializer(get_or_not_found(self.get_queryset(), pk)).data)
 
 
 class AccountViewSet(ServiceViewSet):
@@ -163,9 +155,10 @@ class ConversationViewSet(ServiceViewSet):
 
     @action(detail=True, methods=["get", "post"], url_path="members")
     def members(self, request: Request, pk: str) -> Response:
-        conversation = scoped_or_404(self.get_queryset(), pk)
+        conversation = get_or_not_found(self.get_queryset(), pk)
         if request.method == "GET":
-            return self._list_members(request, conversation)
+            memberships = conversation.memberships.order_by("joined_at", "id")
+            return paged(request, memberships, MembershipFilter, MembershipSerializer)
         data = validated(MemberJoinSerializer, request)
         membership = services.membership_join(
             conversation=conversation,
@@ -175,39 +168,9 @@ class ConversationViewSet(ServiceViewSet):
         )
         return Response(MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
 
-    def _list_members(self, request: Request, conversation: Conversation) -> Response:
-        allowed = set(MembershipFilter.base_filters) | {"limit", "offset"}
-        unknown = sorted(key[:64] for key in request.query_params if key not in allowed)
-        if unknown:
-            raise InvalidArguments(
-                details={"fields": {key: ["Unknown parameter."] for key in unknown[:10]}}
-            )
-        filterset = MembershipFilter(
-            data=request.query_params, queryset=conversation.memberships.all()
-        )
-        if not filterset.is_valid():
-            raise InvalidArguments(details={"fields": filterset.errors})
-        page = ListPageQuery(
-            data={
-                k: request.query_params[k] for k in ("limit", "offset") if k in request.query_params
-            }
-        )
-        page.is_valid(raise_exception=True)
-        limit, offset = page.validated_data["limit"], page.validated_data["offset"]
-        queryset = filterset.qs.order_by("joined_at", "id")
-        items = list(queryset[offset : offset + limit])
-        return Response(
-            {
-                "items": MembershipSerializer(items, many=True).data,
-                "total": queryset.count(),
-                "limit": limit,
-                "offset": offset,
-            }
-        )
-
     @action(detail=True, methods=["post"], url_path="members/leave")
     def leave(self, request: Request, pk: str) -> Response:
-        conversation = scoped_or_404(self.get_queryset(), pk)
+        conversation = get_or_not_found(self.get_queryset(), pk)
         data = validated(MemberLeaveSerializer, request)
         membership = services.membership_leave(
             conversation=conversation,
@@ -219,7 +182,7 @@ class ConversationViewSet(ServiceViewSet):
 
     @action(detail=True, methods=["post"], url_path="messages")
     def messages(self, request: Request, pk: str) -> Response:
-        conversation = scoped_or_404(self.get_queryset(), pk)
+        conversation = get_or_not_found(self.get_queryset(), pk)
         serializer = MessageCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         message = services.message_create(conversation=conversation, draft=serializer.to_draft())
@@ -227,11 +190,12 @@ class ConversationViewSet(ServiceViewSet):
 
     @action(detail=True, methods=["post"], url_path="messages/bulk")
     def bulk(self, request: Request, pk: str) -> Response:
-        conversation = scoped_or_404(self.get_queryset(), pk)
+        conversation = get_or_not_found(self.get_queryset(), pk)
         serializer = MessageBulkSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        drafts = serializer.to_drafts()
-        messages = services.messages_create(conversation=conversation, drafts=drafts)
+        messages = services.messages_create(
+            conversation=conversation, drafts=serializer.to_drafts()
+        )
         return Response(
             {"items": [message_summary(m) for m in messages]}, status=status.HTTP_201_CREATED
         )
@@ -254,13 +218,13 @@ class IdentityLinkViewSet(ServiceViewSet):
     @action(detail=True, methods=["post"])
     def verify(self, request: Request, pk: str) -> Response:
         self._no_body(request)
-        link = services.identity_link_verify(link=scoped_or_404(self.get_queryset(), pk))
+        link = services.identity_link_verify(link=get_or_not_found(self.get_queryset(), pk))
         return Response(IdentityLinkSerializer(link).data)
 
     @action(detail=True, methods=["post"])
     def revoke(self, request: Request, pk: str) -> Response:
         self._no_body(request)
-        link = services.identity_link_revoke(link=scoped_or_404(self.get_queryset(), pk))
+        link = services.identity_link_revoke(link=get_or_not_found(self.get_queryset(), pk))
         return Response(IdentityLinkSerializer(link).data)
 
     @staticmethod
@@ -298,48 +262,19 @@ class ListMessagesView(APIView):
     def get(self, request: Request) -> Response:
         params = query_params(request, ListMessagesQuery)
         caller = request.user
-        positional = {key: params[key] for key in ("before", "after", "around") if key in params}
-        before = positional.get("before")
-        if before is not None:
-            anchor = _as_uuid(before)
-            if anchor is None:
-                # Legacy: a non-UUID `before` is a date, and must be RFC 3339.
-                legacy_date = parse_rfc3339(before)
-                if legacy_date is None:
-                    raise InvalidArguments(
-                        "before must be a message id or an RFC 3339 timestamp.",
-                        details={"field": "before"},
-                    )
-                if "beforeDate" in params:
-                    raise InvalidArguments("Give either beforeDate or a date in before, not both.")
-                params["beforeDate"] = legacy_date
-                del positional["before"]
-            else:
-                positional["before"] = anchor
-        if len(positional) > 1:
-            raise InvalidArguments("Give at most one of before, after and around.")
-        if positional:
-            if "beforeDate" in params or request.query_params.get("offset") is not None:
-                raise InvalidArguments(
-                    "before/after/around cannot be combined with beforeDate or offset."
-                )
-            ((direction, anchor_id),) = positional.items()
+        scope = {
+            "workspace_id": caller.workspace_id,
+            "agent_id": caller.agent_id,
+            "conversation_id": params["conversationId"],
+            "limit": params["limit"],
+        }
+        if "direction" in params:
             page = selectors.message_list_around(
-                workspace_id=caller.workspace_id,
-                agent_id=caller.agent_id,
-                conversation_id=params["conversationId"],
-                anchor_id=anchor_id,
-                direction=direction,
-                limit=params["limit"],
+                **scope, anchor_id=params["anchorId"], direction=params["direction"]
             )
         else:
             page = selectors.message_list(
-                workspace_id=caller.workspace_id,
-                agent_id=caller.agent_id,
-                conversation_id=params["conversationId"],
-                limit=params["limit"],
-                offset=params["offset"],
-                before_date=params.get("beforeDate"),
+                **scope, offset=params["offset"], before_date=params.get("beforeDate")
             )
         body = {
             "items": [message_summary(m) for m in page.items],
@@ -351,13 +286,6 @@ class ListMessagesView(APIView):
         if page.offset is not None:
             body["offset"] = page.offset
         return Response(body)
-
-
-def _as_uuid(value: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        return None
 
 
 class SearchMessagesView(APIView):
@@ -393,11 +321,7 @@ class MessageView(APIView):
 
     def initial(self, request: Request, *args, **kwargs) -> None:
         super().initial(request, *args, **kwargs)
-        if request.query_params:
-            unknown = sorted(key[:64] for key in request.query_params)[:10]
-            raise InvalidArguments(
-                details={"fields": {key: ["Unknown parameter."] for key in unknown}}
-            )
+        check_query_keys(request, allowed=set())
 
     def get(self, request: Request, message_id: uuid.UUID) -> Response:
         message = selectors.message_get(
@@ -407,19 +331,18 @@ class MessageView(APIView):
         )
         return Response(MessageSummarySerializer(message).data)
 
-    def _service_message(self, request: Request, message_id: uuid.UUID) -> Message:
-        return scoped_or_404(
-            Message.objects.filter(workspace_id=request.user.workspace_id, deleted_at__isnull=True),
-            message_id,
-        )
-
     def patch(self, request: Request, message_id: uuid.UUID) -> Response:
         data = validated(MessageEditSerializer, request)
-        message = services.message_edit(
-            message=self._service_message(request, message_id), content=data["content"]
+        message = selectors.runtime_message(
+            workspace_id=request.user.workspace_id, message_id=message_id
         )
-        return Response(message_summary(message))
+        return Response(
+            message_summary(services.message_edit(message=message, content=data["content"]))
+        )
 
     def delete(self, request: Request, message_id: uuid.UUID) -> Response:
-        services.message_delete(message=self._service_message(request, message_id))
+        message = selectors.runtime_message(
+            workspace_id=request.user.workspace_id, message_id=message_id
+        )
+        services.message_delete(message=message)
         return Response(status=status.HTTP_204_NO_CONTENT)

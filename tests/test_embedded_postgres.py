@@ -173,3 +173,38 @@ def test_module_runs_as_a_script(command):
     )
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_private_dir_refuses_a_planted_symlink(tmp_path):
+    """The temp fallback has a predictable name: a symlink planted there must not be followed."""
+    victim = tmp_path / "victim"
+    victim.mkdir(mode=0o755)
+    planted = tmp_path / "planted"
+    planted.symlink_to(victim)
+    with pytest.raises(embedded_postgres.EmbeddedPostgresError):
+        embedded_postgres._private_dir(planted, mode=0o700, owner_uid=os.geteuid())
+    assert (victim.stat().st_mode & 0o777) == 0o755
+
+
+def test_private_dir_creates_owner_only_folder(tmp_path):
+    target = tmp_path / "fresh"
+    embedded_postgres._private_dir(target, mode=0o700, owner_uid=os.geteuid())
+    assert (target.stat().st_mode & 0o777) == 0o700
+
+
+def test_running_socket_is_owner_only_and_failing_statements_are_not_logged():
+    """Trust auth is only safe because nobody but the owner (and root) reaches the socket."""
+    cluster = embedded_postgres.ensure_running()
+    socket_file = cluster.socket_dir / f".s.PGSQL.{embedded_postgres.PORT}"
+    assert (socket_file.stat().st_mode & 0o777) == 0o700
+    assert (cluster.socket_dir.stat().st_mode & 0o777) == 0o700
+    import psycopg
+
+    with psycopg.connect(
+        host=str(cluster.socket_dir),
+        port=embedded_postgres.PORT,
+        user=embedded_postgres.SUPERUSER,
+        dbname="postgres",
+    ) as connection:
+        shown = connection.execute("SHOW log_min_error_statement").fetchone()[0]
+    assert shown == "panic"

@@ -246,10 +246,28 @@ def test_message_search_by_uuid(admin_client: Client, admin_world: AdminWorld) -
     url = admin_url("message", "changelist")
     by_id = admin_client.get(url, {"q": str(admin_world.reply.pk)}).context["cl"].result_list
     assert [m.pk for m in by_id] == [admin_world.reply.pk]
+    by_conversation = admin_client.get(url, {"q": str(admin_world.first.conversation_id)})
+    assert [m.pk for m in by_conversation.context["cl"].result_list] == [
+        admin_world.first.pk,
+        admin_world.reply.pk,
+    ]
+    # Senders have no index of their own, so a sender id is not searched (no table scan).
     by_sender = admin_client.get(url, {"q": str(admin_world.account.pk)}).context["cl"]
-    assert [m.pk for m in by_sender.result_list] == [admin_world.first.pk]
+    assert list(by_sender.result_list) == []
     by_external = admin_client.get(url, {"q": "ext-conv-1"}).context["cl"].result_list
     assert [m.pk for m in by_external] == [admin_world.first.pk, admin_world.reply.pk]
+
+
+def test_message_changelist_counts_at_most_the_cap(
+    admin_client: Client, admin_world: AdminWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from messages_app.admin import CappedCountPaginator
+
+    monkeypatch.setattr(CappedCountPaginator, "CAP", 1)
+    response = admin_client.get(admin_url("message", "changelist"))
+    assert response.status_code == 200
+    assert response.context["cl"].result_count == 1
+    assert len(response.context["cl"].result_list) >= 2
 
 
 def test_conversation_messages_link_narrows_the_list(

@@ -126,3 +126,30 @@ def test_create_token_needs_a_workspace_and_exactly_one_kind(demo, args):
     with pytest.raises(CommandError):
         run("create_token", *args)
     assert not ApiToken.objects.exists()
+
+
+def test_load_demo_refuses_without_debug(settings):
+    settings.DEBUG = False
+    with pytest.raises(CommandError, match="DEBUG=1"):
+        call_command("load_demo", stdout=io.StringIO())
+
+
+@pytest.mark.django_db
+def test_load_demo_is_idempotent_and_prints_working_tokens(settings):
+    settings.DEBUG = True
+    first, second = io.StringIO(), io.StringIO()
+    call_command("load_demo", stdout=first)
+    call_command("load_demo", stdout=second)
+    assert "Created workspace 'demo'" in first.getvalue()
+    assert "Reusing workspace 'demo'" in second.getvalue()
+    lines = dict(line.split(":", 1) for line in second.getvalue().splitlines() if ":" in line)
+    agent_token = lines["Agent token"].strip()
+    service_token = lines["Service token"].strip()
+    conversations = factories.bearer_client(service_token).get("/api/v1/conversations").json()
+    assert {c["kind"] for c in conversations["items"]} == {"public", "private", "direct", "unknown"}
+    private = next(c for c in conversations["items"] if c["kind"] == "private")
+    found = factories.bearer_client(agent_token).get(
+        "/api/v1/messages/search", {"query": "migration", "conversationId": private["id"]}
+    )
+    assert found.status_code == 200
+    assert found.json()["total"] >= 1

@@ -123,7 +123,7 @@ def test_sender_cannot_be_missing(scope):
 
 def test_sender_agent_alone_is_allowed(scope):
     message = raw_message(scope, seq=1, sender_agent=scope.agent, role="assistant")
-    assert message.sender_id == scope.agent.id
+    assert message.sender_agent_id == scope.agent.id
 
 
 def test_deleted_message_must_have_empty_content(scope):

@@ -132,7 +132,7 @@ def test_messages_create_is_all_or_nothing_on_a_bad_lineage_id(world):
         services.messages_create(conversation=world.private, drafts=drafts)
 
     assert caught.value.details["index"] == 2
-    assert caught.value.details["field"] == "lineage"
+    assert set(caught.value.details["fields"]) == {"lineage"}
     assert Message.objects.count() == before
     assert MessageLineage.objects.count() == 0
     assert last_seq(world.private) == 1
@@ -236,14 +236,14 @@ def test_run_create_needs_the_agent_to_be_a_current_member(world):
     factories.join(room, world.alice)
     with pytest.raises(InvalidArguments) as caught:
         open_run(world, room)
-    assert caught.value.details == {"field": "agentId"}
+    assert set(caught.value.details["fields"]) == {"agentId"}
 
 
 def test_run_create_refuses_an_agent_that_left(world):
     services.membership_leave(conversation=world.private, agent_id=world.agent.id)
     with pytest.raises(InvalidArguments) as caught:
         open_run(world, world.private)
-    assert caught.value.details == {"field": "agentId"}
+    assert set(caught.value.details["fields"]) == {"agentId"}
 
 
 @pytest.mark.parametrize("kind", ["direct", "private"])
@@ -253,7 +253,7 @@ def test_run_create_needs_the_requester_to_be_a_member_of_a_closed_conversation(
     factories.join(room, world.alice)
     with pytest.raises(InvalidArguments) as caught:
         open_run(world, room, requester=world.bob)
-    assert caught.value.details == {"field": "requesterId"}
+    assert set(caught.value.details["fields"]) == {"requesterId"}
     # A requester who has left is no longer a reader either.
     services.membership_leave(conversation=room, account_id=world.alice.id)
     with pytest.raises(InvalidArguments):
@@ -273,14 +273,14 @@ def test_run_create_refuses_a_requester_from_another_workspace(world):
     stranger = factories.make_account(other, "Dana Example")
     with pytest.raises(InvalidArguments) as caught:
         open_run(world, world.public, requester=stranger)
-    assert caught.value.details == {"field": "requesterId"}
+    assert set(caught.value.details["fields"]) == {"requesterId"}
 
 
 def test_run_create_needs_the_current_message_in_the_conversation(world):
     elsewhere = factories.post(world.public, world.alice)
     with pytest.raises(InvalidArguments) as caught:
         open_run(world, world.private, current_message_id=elsewhere.id)
-    assert caught.value.details == {"field": "currentMessageId"}
+    assert set(caught.value.details["fields"]) == {"currentMessageId"}
     with pytest.raises(InvalidArguments):
         open_run(world, world.private, current_message_id=uuid.uuid4())
 
@@ -290,6 +290,6 @@ def test_run_create_needs_recent_messages_in_the_conversation(world):
     elsewhere = factories.post(world.public, world.alice)
     with pytest.raises(InvalidArguments) as caught:
         open_run(world, world.private, recent_message_ids=[here.id, elsewhere.id])
-    assert caught.value.details == {"field": "recentMessageIds"}
+    assert set(caught.value.details["fields"]) == {"recentMessageIds"}
     run, _ = open_run(world, world.private, recent_message_ids=[here.id, here.id])
     assert run.recent_message_ids == [here.id]

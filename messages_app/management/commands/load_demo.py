@@ -1,7 +1,8 @@
 import secrets
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from messages_app.demo import demo_workspace_load
 from messages_app.models import TokenKind
@@ -20,6 +21,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, admin_username: str, **options) -> None:
+        if not settings.DEBUG:
+            # It resets the admin's password: never against a real deployment.
+            raise CommandError("load_demo is for local development only: run it with DEBUG=1.")
         demo = demo_workspace_load()
         verb = "Created" if demo.created else "Reusing"
         self.stdout.write(f"{verb} workspace {demo.workspace.slug!r} ({demo.workspace.id})")
