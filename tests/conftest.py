@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 import pytest
 from rest_framework.test import APIClient
 
-from messages_app.models import Account, Agent, Conversation, Workspace
+from messages_app.models import Account, Agent, Conversation, Message, Workspace
 from tests import factories
+from tests.factories import at
 
 
 @dataclass
@@ -51,3 +53,21 @@ def world(db) -> World:
         service=factories.service_client(workspace),
         agent_api=factories.agent_client(agent),
     )
+
+
+@pytest.fixture
+def descending_ids(monkeypatch):
+    """New messages get ever *smaller* ids, so an id tie-break runs against seq order."""
+    counter = iter(range(10**6))
+    field = Message._meta.get_field("id")
+    monkeypatch.setattr(field, "_get_default", lambda: uuid.UUID(int=10**30 - next(counter)))
+
+
+@pytest.fixture
+def timeline(world) -> list[Message]:
+    """Six messages in the private room, one minute apart, oldest first (m0 … m5)."""
+    senders = [world.alice, world.agent, world.bob]
+    return [
+        factories.post(world.private, senders[i % 3], f"sample status {i}", created_at=at(i))
+        for i in range(6)
+    ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from rest_framework.test import APIClient
 
@@ -19,6 +19,14 @@ from messages_app.models import (
 )
 
 _counter = itertools.count(1)
+
+# A fixed synthetic clock for tests that need a deterministic order.
+T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+def at(minutes: float) -> datetime:
+    """``T0`` plus some minutes."""
+    return T0 + timedelta(minutes=minutes)
 
 
 def make_workspace(slug: str | None = None) -> Workspace:
@@ -91,3 +99,10 @@ def bearer_client(raw_token: str) -> APIClient:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw_token}")
     return client
+
+
+def never_joined_room(workspace: Workspace, member: Account) -> tuple[Conversation, Message]:
+    """A private room with one message, which the test's agent never joined."""
+    room = make_conversation(workspace, "private", "no-agent")
+    join(room, member, joined_at=at(-60))
+    return room, post(room, member, "sample status never seen", created_at=at(1))

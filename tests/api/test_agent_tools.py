@@ -7,7 +7,6 @@ explicit so that "newest first" is deterministic; content is synthetic.
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
 
 import pytest
 from rest_framework.test import APIClient
@@ -15,12 +14,12 @@ from rest_framework.test import APIClient
 from messages_app import services
 from messages_app.models import Message
 from tests import factories
+from tests.factories import at, never_joined_room
 
 pytestmark = pytest.mark.django_db
 
 LIST_URL = "/api/v1/messages"
 SEARCH_URL = "/api/v1/messages/search"
-T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 PAGE_KEYS = {"items", "total", "limit", "offset", "hasOlder", "hasNewer"}
 SUMMARY_KEYS = {
     "id",
@@ -33,10 +32,6 @@ SUMMARY_KEYS = {
     "content",
     "createdAt",
 }
-
-
-def at(minutes: float) -> datetime:
-    return T0 + timedelta(minutes=minutes)
 
 
 def message_url(message_id) -> str:
@@ -88,32 +83,6 @@ def tool_api(request, world):
         requester_id=world.alice.id,
     )
     return factories.bearer_client(token)
-
-
-@pytest.fixture
-def descending_ids(monkeypatch):
-    """New messages get ever *smaller* ids, so an id tie-break runs against seq order."""
-    counter = iter(range(10**6))
-    field = Message._meta.get_field("id")
-    monkeypatch.setattr(field, "_get_default", lambda: uuid.UUID(int=10**30 - next(counter)))
-
-
-@pytest.fixture
-def timeline(world) -> list[Message]:
-    """Six messages in the private room, one minute apart, oldest first (m0 … m5)."""
-    senders = [world.alice, world.agent, world.bob]
-    return [
-        factories.post(world.private, senders[i % 3], f"sample status {i}", created_at=at(i))
-        for i in range(6)
-    ]
-
-
-def never_joined_room(world):
-    """A private room with a message, which the agent never joined."""
-    room = factories.make_conversation(world.workspace, "private", "no-agent")
-    factories.join(room, world.alice, joined_at=at(-60))
-    message = factories.post(room, world.alice, "sample status never seen", created_at=at(1))
-    return room, message
 
 
 def left_room(world):
@@ -532,7 +501,7 @@ def test_unseen_anchors_are_not_found_identically(tool_api, world, timeline, dir
     deleted = timeline[2]
     services.message_delete(message=deleted)
     other_room = factories.post(world.public, world.alice, "sample status public", created_at=at(2))
-    _, hidden = never_joined_room(world)
+    _, hidden = never_joined_room(world.workspace, world.alice)
     _, left = left_room(world)
     _, _, _, foreign = other_workspace()
     anchors = [deleted.id, other_room.id, hidden.id, left.id, foreign.id, uuid.uuid4()]
@@ -562,7 +531,7 @@ def test_unseen_anchor_body_matches_unknown_conversation(tool_api, world, timeli
     [{}, {"limit": "5", "offset": "1"}, {"beforeDate": "2026-01-02T03:07:05Z"}],
 )
 def test_list_non_member_conversations_match_a_random_id_byte_for_byte(tool_api, world, extra):
-    never, _ = never_joined_room(world)
+    never, _ = never_joined_room(world.workspace, world.alice)
     left, _ = left_room(world)
     _, _, foreign, _ = other_workspace()
     rooms = [never.id, left.id, foreign.id]
@@ -742,7 +711,7 @@ def test_get_message_in_any_current_conversation(tool_api, world):
 
 
 def test_get_message_unavailable_is_identical_to_missing(tool_api, world):
-    _, never_seen = never_joined_room(world)
+    _, never_seen = never_joined_room(world.workspace, world.alice)
     _, left_behind = left_room(world)
     _, _, _, foreign = other_workspace()
     deleted = factories.post(world.private, world.alice, "sample status gone", created_at=at(3))
@@ -901,7 +870,7 @@ def test_search_narrows_to_one_conversation(tool_api, world):
 
 
 def test_search_narrowed_to_unavailable_conversation_is_not_found(tool_api, world):
-    never, _ = never_joined_room(world)
+    never, _ = never_joined_room(world.workspace, world.alice)
     left, _ = left_room(world)
     _, _, foreign, _ = other_workspace()
 
@@ -1015,7 +984,7 @@ def test_search_never_returns_deleted_messages(tool_api, world):
 
 def test_search_never_returns_left_or_unjoined_conversations(tool_api, world):
     visible = factories.post(world.public, world.alice, "sample status here", created_at=at(0))
-    never_joined_room(world)
+    never_joined_room(world.workspace, world.alice)
     left_room(world)
 
     response = search(tool_api, query="sample status")

@@ -8,7 +8,7 @@ same ``NotFound`` as a missing row.
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from django.db import connection, transaction
@@ -17,14 +17,9 @@ from formation.errors import NotFound
 from messages_app import selectors, services
 from messages_app.models import Message
 from tests import factories
+from tests.factories import at, never_joined_room
 
 pytestmark = pytest.mark.django_db
-
-T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-
-
-def at(minutes: float) -> datetime:
-    return T0 + timedelta(minutes=minutes)
 
 
 def as_ids(messages: list[Message]) -> list[uuid.UUID]:
@@ -65,30 +60,6 @@ def search(world, query: str, limit: int = 20, conversation=None) -> list[Messag
     )
 
 
-@pytest.fixture
-def descending_ids(monkeypatch):
-    """New messages get ever *smaller* ids, so an id tie-break runs against seq order."""
-    counter = iter(range(10**6))
-    field = Message._meta.get_field("id")
-    monkeypatch.setattr(field, "_get_default", lambda: uuid.UUID(int=10**30 - next(counter)))
-
-
-@pytest.fixture
-def timeline(world) -> list[Message]:
-    """Six messages in the private room, one minute apart, oldest first (m0 … m5)."""
-    senders = [world.alice, world.agent, world.bob]
-    return [
-        factories.post(world.private, senders[i % 3], f"sample status {i}", created_at=at(i))
-        for i in range(6)
-    ]
-
-
-def never_joined_room(world):
-    room = factories.make_conversation(world.workspace, "private", "no-agent")
-    factories.join(room, world.alice, joined_at=at(-60))
-    return room, factories.post(room, world.alice, "sample status never seen", created_at=at(1))
-
-
 def left_room(world):
     room = factories.make_conversation(world.workspace, "private", "agent-left")
     factories.join(room, world.agent, joined_at=at(-60))
@@ -115,7 +86,7 @@ def other_workspace():
 def test_visible_messages_are_live_current_and_in_workspace(world, timeline):
     public = factories.post(world.public, world.alice, "sample status public", created_at=at(9))
     services.message_delete(message=timeline[0])
-    never_joined_room(world)
+    never_joined_room(world.workspace, world.alice)
     left_room(world)
     other_workspace()
 
@@ -222,7 +193,7 @@ def test_list_only_reads_the_named_conversation(world, timeline):
 
 
 def test_list_unavailable_conversations_are_not_found(world):
-    never, _ = never_joined_room(world)
+    never, _ = never_joined_room(world.workspace, world.alice)
     left, _ = left_room(world)
     _, _, foreign, _ = other_workspace()
 
@@ -334,7 +305,7 @@ def test_positional_unseen_anchor_is_not_found(world, timeline, direction):
     deleted = timeline[2]
     services.message_delete(message=deleted)
     elsewhere = factories.post(world.public, world.alice, "sample status p", created_at=at(2))
-    _, hidden = never_joined_room(world)
+    _, hidden = never_joined_room(world.workspace, world.alice)
     _, left = left_room(world)
     _, _, _, foreign = other_workspace()
 
@@ -370,7 +341,7 @@ def test_get_returns_a_visible_message(world):
 
 
 def test_get_unavailable_messages_are_not_found(world):
-    _, never_seen = never_joined_room(world)
+    _, never_seen = never_joined_room(world.workspace, world.alice)
     _, left_behind = left_room(world)
     _, _, _, foreign = other_workspace()
     deleted = factories.post(world.private, world.alice, "sample status gone", created_at=at(3))
@@ -464,7 +435,7 @@ def test_search_narrows_to_a_conversation(world):
 
 
 def test_search_narrowed_to_unavailable_conversation_is_not_found(world):
-    never, _ = never_joined_room(world)
+    never, _ = never_joined_room(world.workspace, world.alice)
     left, _ = left_room(world)
     _, _, foreign, _ = other_workspace()
 
@@ -479,7 +450,7 @@ def test_search_skips_deleted_left_unjoined_and_foreign_messages(world):
     visible = factories.post(world.public, world.alice, "sample status here", created_at=at(0))
     gone = factories.post(world.private, world.alice, "sample status gone", created_at=at(5))
     services.message_delete(message=gone)
-    never_joined_room(world)
+    never_joined_room(world.workspace, world.alice)
     left_room(world)
     _, foreign_agent, _, foreign = other_workspace()
 
