@@ -207,12 +207,31 @@ def message_changelist_url(conversation_id: uuid.UUID) -> str:
 
 @admin.register(Conversation)
 class ConversationAdmin(WorkspaceScopedAdmin):
-    list_display = ("title", "kind", "workspace", "external_id", "last_seq", "created_at", "links")
+    list_display = (
+        "title",
+        "kind",
+        "workspace",
+        "external_id",
+        "live_message_count",
+        "last_seq",
+        "created_at",
+        "links",
+    )
     list_filter = ("kind", "workspace")
     list_select_related = ("workspace",)
     search_fields = ("title", "external_id")
-    readonly_fields = ("id", "last_seq", "links")
-    fields = ("id", "workspace", "kind", "title", "external_id", "created_at", "last_seq", "links")
+    readonly_fields = ("id", "live_message_count", "last_seq", "links")
+    fields = (
+        "id",
+        "workspace",
+        "kind",
+        "title",
+        "external_id",
+        "created_at",
+        "live_message_count",
+        "last_seq",
+        "links",
+    )
     inlines = (MembershipInline,)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> tuple:

@@ -108,6 +108,9 @@ class Conversation(models.Model):
     # The last seq handed out. Incremented under the row lock in the same transaction as the
     # insert, so a rolled-back insert gives its numbers back and committed seqs have no gaps.
     last_seq = models.BigIntegerField(default=0, editable=False)
+    # Live (not deleted) messages, kept in the same transactions as inserts and deletes, so
+    # list_messages can answer `total` without counting a conversation of millions each call.
+    live_message_count = models.BigIntegerField(default=0, editable=False)
 
     class Meta:
         ordering = ["workspace_id", "created_at", "id"]
@@ -123,6 +126,10 @@ class Conversation(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(last_seq__gte=0), name="conversation_last_seq_gte_0"
+            ),
+            models.CheckConstraint(
+                condition=Q(live_message_count__gte=0) & Q(live_message_count__lte=F("last_seq")),
+                name="conversation_live_count_in_range",
             ),
         ]
         indexes = [

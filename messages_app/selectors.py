@@ -16,7 +16,7 @@ from typing import Literal
 from django.db.models import Q, QuerySet
 
 from formation.errors import NotFound
-from messages_app.models import Membership, Message
+from messages_app.models import Conversation, Membership, Message
 
 Direction = Literal["before", "after", "around"]
 NEWEST_FIRST = ("-created_at", "-seq")
@@ -55,14 +55,21 @@ def agent_visible_messages(*, workspace_id: uuid.UUID, agent_id: uuid.UUID) -> Q
 
 def _require_membership(
     *, workspace_id: uuid.UUID, agent_id: uuid.UUID, conversation_id: uuid.UUID
-) -> None:
-    if not Membership.objects.filter(
-        workspace_id=workspace_id,
-        agent_id=agent_id,
-        conversation_id=conversation_id,
-        left_at__isnull=True,
-    ).exists():
+) -> int:
+    """The conversation's live message count, if the agent is a current member; else NotFound."""
+    live_count = (
+        Conversation.objects.filter(
+            workspace_id=workspace_id,
+            pk=conversation_id,
+            memberships__agent_id=agent_id,
+            memberships__left_at__isnull=True,
+        )
+        .values_list("live_message_count", flat=True)
+        .first()
+    )
+    if live_count is None:
         raise NotFound()
+    return live_count
 
 
 def message_get(*, workspace_id: uuid.UUID, agent_id: uuid.UUID, message_id: uuid.UUID) -> Message:
@@ -96,7 +103,7 @@ def message_list(
     before_date: datetime | None = None,
 ) -> MessagePage:
     """Newest first by created_at (seq breaks ties), paged by offset, optionally before a date."""
-    _require_membership(
+    live_count = _require_membership(
         workspace_id=workspace_id, agent_id=agent_id, conversation_id=conversation_id
     )
     messages = agent_visible_messages(workspace_id=workspace_id, agent_id=agent_id).filter(
@@ -105,8 +112,12 @@ def message_list(
     if before_date is not None:
         messages = messages.filter(created_at__lt=before_date)
     items = list(messages.order_by(*NEWEST_FIRST)[offset : offset + limit])
-    # When the first page holds everything, its length is the total: no count query.
-    total = len(items) if offset == 0 and len(items) < limit else messages.count()
+    if before_date is None:
+        total = live_count
+    elif offset == 0 and len(items) < limit:
+        total = len(items)  # The first page holds everything: no count query.
+    else:
+        total = messages.count()
     return MessagePage(
         items=items,
         total=total,
@@ -141,7 +152,7 @@ def message_list_around(
 ) -> MessagePage:
     """The ``limit`` messages nearest an anchor on one side (or limit//2 each side and the anchor
     for ``around``), listed newest first like every page. An unseen anchor is ``NotFound``."""
-    _require_membership(
+    live_count = _require_membership(
         workspace_id=workspace_id, agent_id=agent_id, conversation_id=conversation_id
     )
     messages = agent_visible_messages(workspace_id=workspace_id, agent_id=agent_id).filter(
@@ -169,7 +180,7 @@ def message_list_around(
     items = [*reversed(newer), *([anchor] if direction == "around" else []), *older]
     return MessagePage(
         items=items,
-        total=messages.count(),
+        total=live_count,
         limit=limit,
         offset=None,
         has_older=has_older,

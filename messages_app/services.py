@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from formation.auth import token_digest
@@ -265,7 +265,7 @@ def _check_references(conversation: Conversation, drafts: Sequence[MessageDraft]
 
 
 def _reserve_seqs(conversation: Conversation, count: int) -> int:
-    """Take ``count`` consecutive seqs and return the first.
+    """Take ``count`` consecutive seqs and return the first; count them as live messages.
 
     The UPDATE holds the conversation's row lock until commit, so concurrent writers to one
     conversation queue here and a rolled-back transaction gives its numbers back: committed seqs
@@ -273,9 +273,10 @@ def _reserve_seqs(conversation: Conversation, count: int) -> int:
     """
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {Conversation._meta.db_table} SET last_seq = last_seq + %s "
+            f"UPDATE {Conversation._meta.db_table} "
+            "SET last_seq = last_seq + %s, live_message_count = live_message_count + %s "
             "WHERE id = %s RETURNING last_seq",
-            [count, conversation.pk],
+            [count, count, conversation.pk],
         )
         (last,) = cursor.fetchone()
     return last - count + 1
@@ -354,6 +355,9 @@ def message_delete(*, message: Message) -> None:
         )
         if not erased:
             raise NotFound()
+        Conversation.objects.filter(pk=message.conversation_id).update(
+            live_message_count=F("live_message_count") - 1
+        )
 
 
 def identity_link_create(

@@ -85,6 +85,7 @@ def test_concurrent_writers_get_gapless_unique_seqs():
     assert seqs(room) == list(range(1, total + 1))
     room.refresh_from_db()
     assert room.last_seq == total
+    assert room.live_message_count == total
     # Within each writer, later messages got higher seqs.
     for index in range(THREADS):
         mine = list(
@@ -121,5 +122,6 @@ def test_rolled_back_writers_leave_committed_seqs_gapless():
     assert not Message.objects.filter(content__startswith="abandoned").exists()
     room.refresh_from_db()
     assert room.last_seq == committed
+    assert room.live_message_count == committed
     # The next write continues right after the last committed seq.
     assert post(room, account.id, "sample after").seq == committed + 1

@@ -293,3 +293,37 @@ def test_run_create_needs_recent_messages_in_the_conversation(world):
     assert set(caught.value.details["fields"]) == {"recentMessageIds"}
     run, _ = open_run(world, world.private, recent_message_ids=[here.id, here.id])
     assert run.recent_message_ids == [here.id]
+
+
+def test_live_message_count_follows_creates_bulk_failures_and_deletes(db):
+    """list_messages answers `total` from this counter, so it must never drift."""
+    workspace = factories.make_workspace()
+    account = factories.make_account(workspace)
+    room = factories.make_conversation(workspace, "private")
+
+    def live_count() -> int:
+        room.refresh_from_db()
+        return room.live_message_count
+
+    def actual() -> int:
+        return Message.objects.filter(conversation=room, deleted_at__isnull=True).count()
+
+    first = factories.post(room, account, "sample one")
+    services.messages_create(
+        conversation=room,
+        drafts=[services.MessageDraft(content="sample", sender_account_id=account.id)] * 3,
+    )
+    assert live_count() == actual() == 4
+    with pytest.raises(InvalidArguments):
+        services.messages_create(
+            conversation=room,
+            drafts=[
+                services.MessageDraft(content="sample", sender_account_id=account.id),
+                services.MessageDraft(content="sample", sender_account_id=uuid.uuid4()),
+            ],
+        )
+    assert live_count() == actual() == 4
+    services.message_delete(message=first)
+    with pytest.raises(NotFound):
+        services.message_delete(message=first)
+    assert live_count() == actual() == 3
