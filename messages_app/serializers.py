@@ -175,23 +175,28 @@ def draft_from(data: dict[str, Any]) -> MessageDraft:
 
 
 class MessageBulkSerializer(StrictSerializer):
-    messages = serializers.ListField(
-        child=serializers.JSONField(), min_length=1, max_length=MAX_BULK_MESSAGES
-    )
+    # One child serializer validates every item: instantiating a serializer per item costs
+    # several times more than the validation itself on a 5,000-message import.
+    messages = MessageCreateSerializer(many=True, min_length=1, max_length=MAX_BULK_MESSAGES)
 
-    def to_drafts(self) -> list[MessageDraft]:
-        """Validate item by item so the error names the index of the first bad message."""
-        drafts = []
-        for index, item in enumerate(self.validated_data["messages"]):
-            item_serializer = MessageCreateSerializer(data=item)
-            if not item_serializer.is_valid():
-                # The same details shape as a reference problem found by the service.
+    def validated_drafts(self) -> list[MessageDraft]:
+        """The drafts, or an error naming the index of the first invalid message."""
+        if self.is_valid():
+            return [draft_from(item) for item in self.validated_data["messages"]]
+        per_item = self.errors.get("messages")
+        # DRF reports a list serializer's item errors as {index: errors} (or a list by index).
+        if isinstance(per_item, list):
+            per_item = {i: error for i, error in enumerate(per_item) if isinstance(error, dict)}
+        if isinstance(per_item, dict):
+            failing = sorted(int(i) for i, error in per_item.items() if str(i).isdigit() and error)
+            if failing:
+                index = failing[0]
+                errors = per_item.get(index, per_item.get(str(index)))
                 raise InvalidArguments(
                     "A message in the batch is invalid; nothing was stored.",
-                    details={"index": index, "fields": item_serializer.errors},
+                    details={"index": index, "fields": errors},
                 )
-            drafts.append(item_serializer.to_draft())
-        return drafts
+        raise serializers.ValidationError(self.errors)
 
 
 class MessageEditSerializer(StrictSerializer):

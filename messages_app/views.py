@@ -191,11 +191,8 @@ class ConversationViewSet(ServiceViewSet):
     @action(detail=True, methods=["post"], url_path="messages/bulk")
     def bulk(self, request: Request, pk: str) -> Response:
         conversation = get_or_not_found(self.get_queryset(), pk)
-        serializer = MessageBulkSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        messages = services.messages_create(
-            conversation=conversation, drafts=serializer.to_drafts()
-        )
+        drafts = MessageBulkSerializer(data=request.data).validated_drafts()
+        messages = services.messages_create(conversation=conversation, drafts=drafts)
         return Response(
             {"items": [message_summary(m) for m in messages]}, status=status.HTTP_201_CREATED
         )
