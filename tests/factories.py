@@ -106,3 +106,25 @@ def never_joined_room(workspace: Workspace, member: Account) -> tuple[Conversati
     room = make_conversation(workspace, "private", "no-agent")
     join(room, member, joined_at=at(-60))
     return room, post(room, member, "sample status never seen", created_at=at(1))
+
+
+def left_room(workspace: Workspace, agent: Agent, member: Account) -> tuple[Conversation, Message]:
+    """A private room the agent was in when a message was written, and has since left."""
+    room = make_conversation(workspace, "private", "agent-left")
+    join(room, agent, joined_at=at(-60))
+    join(room, member, joined_at=at(-60))
+    message = post(room, member, "sample status left behind", created_at=at(1))
+    services.membership_leave(conversation=room, agent_id=agent.id, left_at=at(30))
+    return room, message
+
+
+def other_workspace() -> tuple[Workspace, Agent, Conversation, Message]:
+    """A second tenant whose agent is a member of a room holding a matching message."""
+    workspace = make_workspace("elsewhere")
+    agent = make_agent(workspace, "Other agent")
+    person = make_account(workspace, "Carol Example")
+    room = make_conversation(workspace, "public", "other-general")
+    join(room, agent, joined_at=at(-60))
+    join(room, person, joined_at=at(-60))
+    message = post(room, person, "sample status from elsewhere", created_at=at(2))
+    return workspace, agent, room, message

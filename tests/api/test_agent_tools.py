@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 from messages_app import services
 from messages_app.models import Message
 from tests import factories
-from tests.factories import at, never_joined_room
+from tests.factories import at, left_room, never_joined_room, other_workspace
 
 pytestmark = pytest.mark.django_db
 
@@ -83,28 +83,6 @@ def tool_api(request, world):
         requester_id=world.alice.id,
     )
     return factories.bearer_client(token)
-
-
-def left_room(world):
-    """A private room the agent was in when a message was written, and has since left."""
-    room = factories.make_conversation(world.workspace, "private", "agent-left")
-    factories.join(room, world.agent, joined_at=at(-60))
-    factories.join(room, world.alice, joined_at=at(-60))
-    message = factories.post(room, world.alice, "sample status left behind", created_at=at(1))
-    services.membership_leave(conversation=room, agent_id=world.agent.id, left_at=at(30))
-    return room, message
-
-
-def other_workspace():
-    """A second tenant whose agent is a member of a room holding a matching message."""
-    workspace = factories.make_workspace("elsewhere")
-    agent = factories.make_agent(workspace, "Other agent")
-    person = factories.make_account(workspace, "Carol Example")
-    room = factories.make_conversation(workspace, "public", "other-general")
-    factories.join(room, agent, joined_at=at(-60))
-    factories.join(room, person, joined_at=at(-60))
-    message = factories.post(room, person, "sample status from elsewhere", created_at=at(2))
-    return workspace, agent, room, message
 
 
 # --- list_messages: default (timestamp/offset) mode -------------------------------------------
@@ -502,7 +480,7 @@ def test_unseen_anchors_are_not_found_identically(tool_api, world, timeline, dir
     services.message_delete(message=deleted)
     other_room = factories.post(world.public, world.alice, "sample status public", created_at=at(2))
     _, hidden = never_joined_room(world.workspace, world.alice)
-    _, left = left_room(world)
+    _, left = left_room(world.workspace, world.agent, world.alice)
     _, _, _, foreign = other_workspace()
     anchors = [deleted.id, other_room.id, hidden.id, left.id, foreign.id, uuid.uuid4()]
 
@@ -532,7 +510,7 @@ def test_unseen_anchor_body_matches_unknown_conversation(tool_api, world, timeli
 )
 def test_list_non_member_conversations_match_a_random_id_byte_for_byte(tool_api, world, extra):
     never, _ = never_joined_room(world.workspace, world.alice)
-    left, _ = left_room(world)
+    left, _ = left_room(world.workspace, world.agent, world.alice)
     _, _, foreign, _ = other_workspace()
     rooms = [never.id, left.id, foreign.id]
 
@@ -546,7 +524,7 @@ def test_list_non_member_conversations_match_a_random_id_byte_for_byte(tool_api,
 
 
 def test_list_positional_in_non_member_conversation_is_not_found(tool_api, world):
-    left, message = left_room(world)
+    left, message = left_room(world.workspace, world.agent, world.alice)
 
     response = list_messages(tool_api, left, around=str(message.id))
     random_response = tool_api.get(
@@ -566,7 +544,7 @@ def test_list_after_leaving_hides_even_previously_seen_messages(tool_api, world,
 
 
 def test_rejoining_agent_reads_the_conversation_again(tool_api, world):
-    room, message = left_room(world)
+    room, message = left_room(world.workspace, world.agent, world.alice)
     factories.join(room, world.agent, joined_at=at(45))
 
     assert ids(list_messages(tool_api, room)) == [str(message.id)]
@@ -712,7 +690,7 @@ def test_get_message_in_any_current_conversation(tool_api, world):
 
 def test_get_message_unavailable_is_identical_to_missing(tool_api, world):
     _, never_seen = never_joined_room(world.workspace, world.alice)
-    _, left_behind = left_room(world)
+    _, left_behind = left_room(world.workspace, world.agent, world.alice)
     _, _, _, foreign = other_workspace()
     deleted = factories.post(world.private, world.alice, "sample status gone", created_at=at(3))
     services.message_delete(message=deleted)
@@ -871,7 +849,7 @@ def test_search_narrows_to_one_conversation(tool_api, world):
 
 def test_search_narrowed_to_unavailable_conversation_is_not_found(tool_api, world):
     never, _ = never_joined_room(world.workspace, world.alice)
-    left, _ = left_room(world)
+    left, _ = left_room(world.workspace, world.agent, world.alice)
     _, _, foreign, _ = other_workspace()
 
     random_response = search(tool_api, query="sample", conversationId=str(uuid.uuid4()))
@@ -985,7 +963,7 @@ def test_search_never_returns_deleted_messages(tool_api, world):
 def test_search_never_returns_left_or_unjoined_conversations(tool_api, world):
     visible = factories.post(world.public, world.alice, "sample status here", created_at=at(0))
     never_joined_room(world.workspace, world.alice)
-    left_room(world)
+    left_room(world.workspace, world.agent, world.alice)
 
     response = search(tool_api, query="sample status")
 

@@ -17,7 +17,7 @@ from formation.errors import NotFound
 from messages_app import selectors, services
 from messages_app.models import Message
 from tests import factories
-from tests.factories import at, never_joined_room
+from tests.factories import at, left_room, never_joined_room, other_workspace
 
 pytestmark = pytest.mark.django_db
 
@@ -60,26 +60,6 @@ def search(world, query: str, limit: int = 20, conversation=None) -> list[Messag
     )
 
 
-def left_room(world):
-    room = factories.make_conversation(world.workspace, "private", "agent-left")
-    factories.join(room, world.agent, joined_at=at(-60))
-    factories.join(room, world.alice, joined_at=at(-60))
-    message = factories.post(room, world.alice, "sample status left behind", created_at=at(1))
-    services.membership_leave(conversation=room, agent_id=world.agent.id, left_at=at(30))
-    return room, message
-
-
-def other_workspace():
-    workspace = factories.make_workspace("elsewhere")
-    agent = factories.make_agent(workspace, "Other agent")
-    person = factories.make_account(workspace, "Carol Example")
-    room = factories.make_conversation(workspace, "public", "other-general")
-    factories.join(room, agent, joined_at=at(-60))
-    factories.join(room, person, joined_at=at(-60))
-    message = factories.post(room, person, "sample status from elsewhere", created_at=at(2))
-    return workspace, agent, room, message
-
-
 # --- agent_visible_messages ---------------------------------------------------------------------
 
 
@@ -87,7 +67,7 @@ def test_visible_messages_are_live_current_and_in_workspace(world, timeline):
     public = factories.post(world.public, world.alice, "sample status public", created_at=at(9))
     services.message_delete(message=timeline[0])
     never_joined_room(world.workspace, world.alice)
-    left_room(world)
+    left_room(world.workspace, world.agent, world.alice)
     other_workspace()
 
     visible = selectors.agent_visible_messages(**scope(world))
@@ -194,7 +174,7 @@ def test_list_only_reads_the_named_conversation(world, timeline):
 
 def test_list_unavailable_conversations_are_not_found(world):
     never, _ = never_joined_room(world.workspace, world.alice)
-    left, _ = left_room(world)
+    left, _ = left_room(world.workspace, world.agent, world.alice)
     _, _, foreign, _ = other_workspace()
 
     for conversation_id in (never.id, left.id, foreign.id, uuid.uuid4()):
@@ -216,7 +196,7 @@ def test_list_with_the_wrong_workspace_is_not_found(world, timeline):
 
 
 def test_list_after_leaving_and_rejoining(world):
-    room, message = left_room(world)
+    room, message = left_room(world.workspace, world.agent, world.alice)
     with pytest.raises(NotFound):
         list_page(world, room)
 
@@ -306,7 +286,7 @@ def test_positional_unseen_anchor_is_not_found(world, timeline, direction):
     services.message_delete(message=deleted)
     elsewhere = factories.post(world.public, world.alice, "sample status p", created_at=at(2))
     _, hidden = never_joined_room(world.workspace, world.alice)
-    _, left = left_room(world)
+    _, left = left_room(world.workspace, world.agent, world.alice)
     _, _, _, foreign = other_workspace()
 
     for anchor_id in (deleted.id, elsewhere.id, hidden.id, left.id, foreign.id, uuid.uuid4()):
@@ -321,7 +301,7 @@ def test_positional_unseen_anchor_is_not_found(world, timeline, direction):
 
 
 def test_positional_in_unavailable_conversation_is_not_found(world):
-    room, message = left_room(world)
+    room, message = left_room(world.workspace, world.agent, world.alice)
 
     with pytest.raises(NotFound):
         around_page(world, message, "around", 10, conversation=room)
@@ -342,7 +322,7 @@ def test_get_returns_a_visible_message(world):
 
 def test_get_unavailable_messages_are_not_found(world):
     _, never_seen = never_joined_room(world.workspace, world.alice)
-    _, left_behind = left_room(world)
+    _, left_behind = left_room(world.workspace, world.agent, world.alice)
     _, _, _, foreign = other_workspace()
     deleted = factories.post(world.private, world.alice, "sample status gone", created_at=at(3))
     services.message_delete(message=deleted)
@@ -436,7 +416,7 @@ def test_search_narrows_to_a_conversation(world):
 
 def test_search_narrowed_to_unavailable_conversation_is_not_found(world):
     never, _ = never_joined_room(world.workspace, world.alice)
-    left, _ = left_room(world)
+    left, _ = left_room(world.workspace, world.agent, world.alice)
     _, _, foreign, _ = other_workspace()
 
     for conversation_id in (never.id, left.id, foreign.id, uuid.uuid4()):
@@ -451,7 +431,7 @@ def test_search_skips_deleted_left_unjoined_and_foreign_messages(world):
     gone = factories.post(world.private, world.alice, "sample status gone", created_at=at(5))
     services.message_delete(message=gone)
     never_joined_room(world.workspace, world.alice)
-    left_room(world)
+    left_room(world.workspace, world.agent, world.alice)
     _, foreign_agent, _, foreign = other_workspace()
 
     assert as_ids(search(world, "sample status")) == [visible.id]
