@@ -73,14 +73,9 @@ def _require_membership(
 
 
 def message_get(*, workspace_id: uuid.UUID, agent_id: uuid.UUID, message_id: uuid.UUID) -> Message:
-    message = (
-        agent_visible_messages(workspace_id=workspace_id, agent_id=agent_id)
-        .filter(pk=message_id)
-        .first()
+    return get_or_not_found(
+        agent_visible_messages(workspace_id=workspace_id, agent_id=agent_id), message_id
     )
-    if message is None:
-        raise NotFound()
-    return message
 
 
 @dataclass(frozen=True)

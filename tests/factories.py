@@ -20,6 +20,21 @@ from messages_app.models import (
 
 _counter = itertools.count(1)
 
+# SPEC §5 message summary keys besides the one sender key (senderUserId or senderAgentId).
+SUMMARY_KEYS = frozenset(
+    {
+        "id",
+        "conversationId",
+        "seq",
+        "role",
+        "status",
+        "replyToId",
+        "threadId",
+        "content",
+        "createdAt",
+    }
+)
+
 # A fixed synthetic clock for tests that need a deterministic order.
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 

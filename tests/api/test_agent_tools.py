@@ -14,24 +14,13 @@ from rest_framework.test import APIClient
 from messages_app import services
 from messages_app.models import Message
 from tests import factories
-from tests.factories import at, left_room, never_joined_room, other_workspace
+from tests.factories import SUMMARY_KEYS, at, left_room, never_joined_room, other_workspace
 
 pytestmark = pytest.mark.django_db
 
 LIST_URL = "/api/v1/messages"
 SEARCH_URL = "/api/v1/messages/search"
 PAGE_KEYS = {"items", "total", "limit", "offset", "hasOlder", "hasNewer"}
-SUMMARY_KEYS = {
-    "id",
-    "conversationId",
-    "seq",
-    "role",
-    "status",
-    "replyToId",
-    "threadId",
-    "content",
-    "createdAt",
-}
 
 
 def message_url(message_id) -> str:

@@ -26,6 +26,7 @@ from messages_app.models import (
     TokenKind,
 )
 from tests import factories
+from tests.factories import SUMMARY_KEYS
 
 pytestmark = pytest.mark.django_db
 
@@ -40,17 +41,6 @@ MEMBERSHIP_KEYS = {"id", "conversationId", "accountId", "agentId", "joinedAt", "
 LIST_KEYS = {"items", "total", "limit", "offset"}
 RUN_KEYS = {"id", "token", "agentId", "conversationId", "requesterId", "createdAt"}
 LINK_KEYS = {"id", "accountId", "linkedAccountId", "status"}
-SUMMARY_KEYS = {
-    "id",
-    "conversationId",
-    "seq",
-    "role",
-    "status",
-    "replyToId",
-    "threadId",
-    "content",
-    "createdAt",
-}
 
 
 # --- helpers ---------------------------------------------------------------------------------
