@@ -75,6 +75,19 @@ class Timestamp(serializers.Field):
         return format_timestamp(value)
 
 
+class JsonInteger(serializers.IntegerField):
+    """A JSON number without a fraction: ``"5"``, ``5.5`` and ``true`` are wrong types."""
+
+    default_error_messages = {"invalid": "Must be a whole number."}
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        if isinstance(data, float) and not data.is_integer():
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class Id(serializers.UUIDField):
     """A UUID given as a JSON string (any spelling Python's ``uuid.UUID`` accepts)."""
 

@@ -207,6 +207,12 @@ class Membership(models.Model):
                 name="membership_current_account",
             ),
             models.Index(fields=["workspace", "conversation", "joined_at"], name="membership_conv"),
+            # "Was the agent in this conversation when the message was written?" (SPEC §3 rule 1)
+            models.Index(
+                fields=["agent", "conversation", "joined_at"],
+                condition=Q(agent__isnull=False),
+                name="membership_agent_interval",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -333,11 +339,20 @@ class Message(models.Model):
 
 
 class MessageLineage(models.Model):
-    """One source message an agent-authored message was based on (SPEC §2, §4)."""
+    """One source message an agent-authored message was based on (SPEC §2, §4).
+
+    Rows hold the *transitive closure*: a message stores its direct sources (``direct``) and
+    every source those sources inherited. A message's lineage is fixed when it is stored and its
+    sources existed before it, so the closure is exact, and the perspective rule "every source,
+    transitively, passes the audience test" is one non-recursive join.
+    """
 
     workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
     message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="lineage_links")
     source = models.ForeignKey(Message, on_delete=models.PROTECT, related_name="derived_links")
+    direct = models.BooleanField(
+        default=True, help_text="Named by the message itself, not inherited from a source."
+    )
 
     class Meta:
         constraints = [
@@ -436,6 +451,30 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.id}"
+
+
+class RunEvidence(models.Model):
+    """A message a run's tools returned to the model, recorded once per run (SPEC §2, §4).
+
+    The set is the run's evidence budget (at most 400 from search_history) and, at delivery,
+    the lineage of the reply.
+    """
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="evidence")
+    message = models.ForeignKey(Message, on_delete=models.PROTECT, related_name="+")
+    tool = models.CharField(max_length=32, help_text="The tool that first returned the message.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["run_id", "created_at", "id"]
+        verbose_name_plural = "run evidence"
+        constraints = [
+            models.UniqueConstraint(fields=["run", "message"], name="run_evidence_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} saw {self.message_id}"
 
 
 class TokenKind(models.TextChoices):

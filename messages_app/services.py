@@ -317,14 +317,41 @@ def messages_create(*, conversation: Conversation, drafts: Sequence[MessageDraft
             for offset, draft in enumerate(drafts)
         ]
         Message.objects.bulk_create(messages)
-        lineage = [
-            MessageLineage(workspace_id=conversation.workspace_id, message=message, source_id=src)
-            for message, draft in zip(messages, drafts, strict=True)
-            for src in dict.fromkeys(draft.lineage)
-        ]
+        lineage = _lineage_closure(conversation.workspace_id, messages, drafts)
         if lineage:
             MessageLineage.objects.bulk_create(lineage)
     return messages
+
+
+def _lineage_closure(
+    workspace_id: uuid.UUID, messages: Sequence[Message], drafts: Sequence[MessageDraft]
+) -> list[MessageLineage]:
+    """Each message's direct sources plus everything they inherited (see ``MessageLineage``).
+
+    Sources are stored before the message that names them, so their own rows already hold
+    their complete closure: one query reads it, no recursion.
+    """
+    named = {source for draft in drafts for source in draft.lineage}
+    if not named:
+        return []
+    inherited: dict[uuid.UUID, set[uuid.UUID]] = {}
+    for message_id, source_id in MessageLineage.objects.filter(message_id__in=named).values_list(
+        "message_id", "source_id"
+    ):
+        inherited.setdefault(message_id, set()).add(source_id)
+    rows = []
+    for message, draft in zip(messages, drafts, strict=True):
+        direct = list(dict.fromkeys(draft.lineage))
+        indirect = {src for source in direct for src in inherited.get(source, ())} - set(direct)
+        rows += [
+            MessageLineage(workspace_id=workspace_id, message=message, source_id=src, direct=True)
+            for src in direct
+        ]
+        rows += [
+            MessageLineage(workspace_id=workspace_id, message=message, source_id=src, direct=False)
+            for src in sorted(indirect)
+        ]
+    return rows
 
 
 def message_create(*, conversation: Conversation, draft: MessageDraft) -> Message:

@@ -1,0 +1,141 @@
+"""Checking and repairing the search projection against the canonical messages.
+
+The triggers keep ``message_search_documents`` in step on every write, so on a healthy database
+``rebuild_search_documents`` finds nothing to fix. It exists for what triggers cannot cover: a
+database restored from a dump taken without them, a change of the text-search configuration,
+or a proof after a crash that nothing drifted.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.db import connection, transaction
+
+from messages_app.models import Message
+from search_app.models import SEARCH_CONFIG, MessageSearchDocument
+
+DEFAULT_BATCH_SIZE = 5_000
+
+_MESSAGES = Message._meta.db_table
+_DOCUMENTS = MessageSearchDocument._meta.db_table
+
+# One batch of messages in id order, locked FOR SHARE so an edit cannot slip in between reading
+# a body and writing its document (the edit waits, then its own trigger runs).
+_BATCH = f"""
+    WITH batch AS MATERIALIZED (
+        SELECT id, workspace_id, conversation_id, created_at, sender_account_id,
+               sender_agent_id, deleted_at, content
+        FROM {_MESSAGES}
+        WHERE id > %(after)s
+        ORDER BY id
+        LIMIT %(size)s
+        FOR SHARE
+    ), expected AS (
+        SELECT id, workspace_id, conversation_id, created_at, sender_account_id,
+               sender_agent_id, to_tsvector(%(config)s::regconfig, content) AS document
+        FROM batch
+        WHERE deleted_at IS NULL
+    )
+"""
+
+_CHECK = (
+    _BATCH
+    + f"""
+    SELECT
+        (SELECT max(id::text) FROM batch),
+        (SELECT count(*) FROM batch),
+        (SELECT count(*) FROM expected AS e
+         WHERE NOT EXISTS (SELECT 1 FROM {_DOCUMENTS} AS d WHERE d.message_id = e.id)),
+        (SELECT count(*) FROM expected AS e JOIN {_DOCUMENTS} AS d ON d.message_id = e.id
+         WHERE (d.workspace_id, d.conversation_id, d.created_at, d.sender_account_id,
+                d.sender_agent_id, d.document)
+               IS DISTINCT FROM (e.workspace_id, e.conversation_id, e.created_at,
+                                 e.sender_account_id, e.sender_agent_id, e.document)),
+        (SELECT count(*) FROM batch AS b JOIN {_DOCUMENTS} AS d ON d.message_id = b.id
+         WHERE b.deleted_at IS NOT NULL)
+"""
+)
+
+_REPAIR = (
+    _BATCH
+    + f"""
+    , upserted AS (
+        INSERT INTO {_DOCUMENTS} AS d
+            (message_id, workspace_id, conversation_id, created_at, sender_account_id,
+             sender_agent_id, document)
+        SELECT id, workspace_id, conversation_id, created_at, sender_account_id,
+               sender_agent_id, document
+        FROM expected
+        ON CONFLICT (message_id) DO UPDATE
+            SET workspace_id = EXCLUDED.workspace_id,
+                conversation_id = EXCLUDED.conversation_id,
+                created_at = EXCLUDED.created_at,
+                sender_account_id = EXCLUDED.sender_account_id,
+                sender_agent_id = EXCLUDED.sender_agent_id,
+                document = EXCLUDED.document
+            WHERE (d.workspace_id, d.conversation_id, d.created_at, d.sender_account_id,
+                   d.sender_agent_id, d.document)
+                  IS DISTINCT FROM (EXCLUDED.workspace_id, EXCLUDED.conversation_id,
+                                    EXCLUDED.created_at, EXCLUDED.sender_account_id,
+                                    EXCLUDED.sender_agent_id, EXCLUDED.document)
+        RETURNING (xmax = 0) AS inserted
+    ), removed AS (
+        DELETE FROM {_DOCUMENTS} AS d
+        USING batch AS b
+        WHERE d.message_id = b.id AND b.deleted_at IS NOT NULL
+        RETURNING 1
+    )
+    SELECT
+        (SELECT max(id::text) FROM batch),
+        (SELECT count(*) FROM batch),
+        (SELECT count(*) FROM upserted WHERE inserted),
+        (SELECT count(*) FROM upserted WHERE NOT inserted),
+        (SELECT count(*) FROM removed)
+"""
+)
+
+
+@dataclass
+class RebuildReport:
+    checked: int = 0
+    missing: int = 0
+    stale: int = 0
+    orphaned: int = 0
+
+    @property
+    def fixed(self) -> int:
+        return self.missing + self.stale + self.orphaned
+
+
+def search_documents_rebuild(
+    *,
+    fix: bool = True,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    progress: Callable[[RebuildReport], None] | None = None,
+) -> RebuildReport:
+    """Compare every message with its document, batch by batch; repair unless ``fix`` is off.
+
+    ``missing``: a live message without a document; ``stale``: a document that differs from
+    what its message's body gives now; ``orphaned``: a document for a deleted message.
+    """
+    report = RebuildReport()
+    after = uuid.UUID(int=0)
+    while True:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                _REPAIR if fix else _CHECK,
+                {"after": after, "size": batch_size, "config": SEARCH_CONFIG},
+            )
+            last_id, checked, missing, stale, orphaned = cursor.fetchone()
+        if not checked:
+            return report
+        report.checked += checked
+        report.missing += missing
+        report.stale += stale
+        report.orphaned += orphaned
+        after = uuid.UUID(last_id)
+        if progress is not None:
+            progress(report)

@@ -1,0 +1,62 @@
+import time
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from messages_app.models import Message
+from search_app.documents import DEFAULT_BATCH_SIZE, RebuildReport, search_documents_rebuild
+
+PROGRESS_EVERY_SECONDS = 1.0
+
+
+class Command(BaseCommand):
+    help = (
+        "Check message_search_documents against the canonical messages and repair any drift "
+        "(missing, stale or orphaned rows). Prints how many rows had to be fixed."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--batch-size",
+            type=int,
+            default=DEFAULT_BATCH_SIZE,
+            help=f"Messages per transaction (default {DEFAULT_BATCH_SIZE}).",
+        )
+        parser.add_argument(
+            "--check",
+            action="store_true",
+            help="Only report drift; change nothing. Exits with status 1 if any is found.",
+        )
+
+    def handle(self, *args, batch_size: int, check: bool, **options) -> None:
+        if not 1 <= batch_size <= 100_000:
+            raise CommandError("--batch-size must be between 1 and 100000.")
+        total = Message.objects.count()
+        self.stdout.write(f"Checking {total} messages in batches of {batch_size}...")
+
+        last_shown = time.monotonic()
+
+        def show(report: RebuildReport) -> None:
+            nonlocal last_shown
+            if time.monotonic() - last_shown < PROGRESS_EVERY_SECONDS:
+                return
+            last_shown = time.monotonic()
+            self.stdout.write(
+                f"  {report.checked}/{total} messages checked, "
+                f"{report.fixed} {'drifted' if check else 'fixed'}"
+            )
+
+        report = search_documents_rebuild(fix=not check, batch_size=batch_size, progress=show)
+        detail = (
+            f"{report.missing} missing, {report.stale} stale, "
+            f"{report.orphaned} for deleted messages"
+        )
+        if check:
+            self.stdout.write(
+                f"Checked {report.checked} messages: {report.fixed} rows drifted ({detail})."
+            )
+            if report.fixed:
+                raise CommandError("The search documents have drifted; run without --check.")
+        else:
+            self.stdout.write(
+                f"Checked {report.checked} messages: fixed {report.fixed} rows ({detail})."
+            )

@@ -1,0 +1,123 @@
+"""search_history (SPEC §5, §6): rank, attach neighbours, spend the run's evidence budget.
+
+Concurrency. The run's row is locked (``SELECT ... FOR UPDATE``) before anything is read, so
+searches on one run take turns; under READ COMMITTED every later statement sees the evidence the
+previous search committed, and the count can never pass the ceiling, however many searches run
+at once. Searches on different runs never wait for each other. The hits and their texts are read
+by one statement (one snapshot), and each neighbour passes the perspective rules in the
+statement that reads it, so a message deleted or made ineligible meanwhile is never returned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from formation.errors import Forbidden, NotFound, SearchBudgetExhausted
+from messages_app.models import Run, RunEvidence
+from search_app.perspective import Perspective
+from search_app.queries import HistoryFilters, Hit, attach_neighbours, ranked_hits
+from search_app.text import TermQuery, highlights
+
+EVIDENCE_BUDGET = 400
+SEARCH_TOOL = "search_history"
+
+
+@dataclass(frozen=True)
+class Budget:
+    used: int
+    limit: int = EVIDENCE_BUDGET
+
+    @property
+    def remaining(self) -> int:
+        return max(self.limit - self.used, 0)
+
+
+@dataclass
+class HistorySearch:
+    hits: list[Hit]
+    highlights: list[list[list[int]]]
+    budget: Budget
+    trimmed: int
+
+
+def _lock_run(*, workspace_id, run_id) -> Run:
+    run = (
+        Run.objects.select_for_update(of=("self",))
+        .select_related("conversation")
+        .filter(workspace_id=workspace_id, pk=run_id)
+        .first()
+    )
+    if run is None:
+        raise NotFound()
+    if run.finished_at is not None:
+        raise Forbidden("This run has finished; its tools are closed.")
+    return run
+
+
+def _spend(hits: list[Hit], seen: set, remaining: int) -> tuple[list[Hit], list, int]:
+    """Keep what fits the budget: hits first (best first), then neighbours (nearest first).
+
+    A message already in the run's evidence costs nothing. Returns the kept hits, the newly
+    spent message ids in order, and how many messages were left out.
+    """
+    spent: list = []
+    trimmed = 0
+
+    def take(message_id) -> bool:
+        nonlocal trimmed
+        if message_id in seen:
+            return True
+        if len(spent) < remaining:
+            seen.add(message_id)
+            spent.append(message_id)
+            return True
+        trimmed += 1
+        return False
+
+    kept = [hit for hit in hits if take(hit.message.id)]
+    for hit in kept:
+        nearest_first = [*reversed(hit.before), *hit.after]
+        allowed = {m.id for m in nearest_first if take(m.id)}
+        hit.before = [m for m in hit.before if m.id in allowed]
+        hit.after = [m for m in hit.after if m.id in allowed]
+    return kept, spent, trimmed
+
+
+def search_history(
+    *,
+    workspace_id,
+    run_id,
+    query: TermQuery,
+    filters: HistoryFilters,
+    limit: int,
+    now: datetime | None = None,
+) -> HistorySearch:
+    """Search the run's perspective and record what it returns as the run's evidence."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        run = _lock_run(workspace_id=workspace_id, run_id=run_id)
+        # Everything already returned to the model is free to return again; the budget counts
+        # the distinct messages search_history itself brought in.
+        evidence = RunEvidence.objects.filter(run=run).values_list("message_id", "tool")
+        seen = {message_id for message_id, _ in evidence}
+        used = sum(tool == SEARCH_TOOL for _, tool in evidence)
+        remaining = EVIDENCE_BUDGET - used
+        if remaining <= 0:
+            raise SearchBudgetExhausted(
+                details={"budget": {"used": used, "limit": EVIDENCE_BUDGET, "remaining": 0}}
+            )
+        perspective = Perspective.of_run(run)
+        hits = ranked_hits(perspective, query, filters, limit=limit, now=now)
+        attach_neighbours(perspective, hits)
+        hits, spent, trimmed = _spend(hits, seen, remaining)
+        RunEvidence.objects.bulk_create(
+            RunEvidence(workspace_id=workspace_id, run=run, message_id=message_id, tool=SEARCH_TOOL)
+            for message_id in spent
+        )
+        budget = Budget(used=used + len(spent))
+    marked = highlights([hit.message.content for hit in hits], query)
+    return HistorySearch(hits=hits, highlights=marked, budget=budget, trimmed=trimmed)

@@ -1,0 +1,102 @@
+"""Turning any user text into a safe OR query, and finding matched words for highlighting.
+
+Raw user text never reaches ``to_tsquery``: PostgreSQL itself splits and normalises it with
+``to_tsvector`` (the same configuration documents are indexed with), and we assemble the
+lexemes into a ``tsquery`` literal with every lexeme quoted. ``plainto_tsquery`` and
+``websearch_to_tsquery`` would AND the words; SPEC §6 makes them alternatives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import connection
+
+from formation.errors import InvalidArguments
+from search_app.models import SEARCH_CONFIG
+
+MAX_QUERY_TERMS = 24
+
+# Private-use characters that mark matches in ts_headline's output; never shown to anyone.
+_MARKER_RANGE = range(0xE000, 0xF900)
+
+
+@dataclass(frozen=True)
+class TermQuery:
+    """The distinct lexemes of a query, in the order they first appear, and their OR."""
+
+    lexemes: tuple[str, ...]
+
+    @property
+    def tsquery(self) -> str:
+        return " | ".join(quote_lexeme(lexeme) for lexeme in self.lexemes)
+
+    def term(self, index: int) -> str:
+        return quote_lexeme(self.lexemes[index])
+
+
+def quote_lexeme(lexeme: str) -> str:
+    """A lexeme as a quoted ``tsquery`` operand: nothing inside can act as an operator."""
+    escaped = lexeme.replace("\\", "\\\\").replace("'", "''")
+    return f"'{escaped}'"
+
+
+def parse_query(text: str) -> TermQuery:
+    """The OR query for ``text``; ``invalid_arguments`` when no searchable word is left."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT lexeme FROM unnest(to_tsvector(%s::regconfig, %s)) "
+            "ORDER BY positions[1], lexeme",
+            [SEARCH_CONFIG, text],
+        )
+        lexemes = tuple(row[0] for row in cursor.fetchall())
+    if not lexemes:
+        raise InvalidArguments.for_field(
+            "query", "The query has no searchable words (only stop words or punctuation)."
+        )
+    if len(lexemes) > MAX_QUERY_TERMS:
+        raise InvalidArguments.for_field(
+            "query", f"The query has more than {MAX_QUERY_TERMS} distinct words; shorten it."
+        )
+    return TermQuery(lexemes)
+
+
+def _markers(texts: list[str]) -> tuple[str, str]:
+    """Two private-use characters that occur in none of the texts."""
+    used = set().union(*(set(text) for text in texts)) if texts else set()
+    free = (chr(code) for code in _MARKER_RANGE if chr(code) not in used)
+    return next(free), next(free)
+
+
+def highlights(texts: list[str], query: TermQuery) -> list[list[list[int]]]:
+    """For each text, ``[start, length]`` of every word that matched the query.
+
+    PostgreSQL decides what matched (``ts_headline`` with the search configuration, so stemming,
+    accents and compound words agree with the search itself); offsets count Unicode code points.
+    """
+    if not texts:
+        return []
+    start, stop = _markers(texts)
+    options = f"HighlightAll=true, StartSel={start}, StopSel={stop}"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT ts_headline(%s::regconfig, body, %s::tsquery, %s) "
+            "FROM unnest(%s::text[]) WITH ORDINALITY AS t(body, position) ORDER BY position",
+            [SEARCH_CONFIG, query.tsquery, options, texts],
+        )
+        marked = [row[0] for row in cursor.fetchall()]
+    return [_offsets(text, start, stop) for text in marked]
+
+
+def _offsets(marked: str, start: str, stop: str) -> list[list[int]]:
+    spans: list[list[int]] = []
+    position = 0
+    opened_at = 0
+    for char in marked:
+        if char == start:
+            opened_at = position
+        elif char == stop:
+            spans.append([opened_at, position - opened_at])
+        else:
+            position += 1
+    return spans
