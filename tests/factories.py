@@ -14,9 +14,13 @@ from messages_app.models import (
     Conversation,
     Membership,
     Message,
+    Run,
     TokenKind,
     Workspace,
 )
+from search_app import services as search_services
+from search_app.queries import HistoryFilters
+from search_app.text import parse_query
 
 _counter = itertools.count(1)
 
@@ -143,3 +147,38 @@ def other_workspace() -> tuple[Workspace, Agent, Conversation, Message]:
     join(room, person, joined_at=at(-60))
     message = post(room, person, "sample status from elsewhere", created_at=at(2))
     return workspace, agent, room, message
+
+
+def make_run(
+    agent: Agent,
+    destination: Conversation,
+    requester: Account,
+    current: Message | None = None,
+    recent: tuple[Message, ...] = (),
+) -> tuple[Run, APIClient]:
+    """A run through the real service, with an API client holding its run token."""
+    run, raw = services.run_create(
+        workspace_id=agent.workspace_id,
+        agent_id=agent.id,
+        conversation_id=destination.id,
+        requester_id=requester.id,
+        current_message_id=current.id if current else None,
+        recent_message_ids=[m.id for m in recent],
+    )
+    return run, bearer_client(raw)
+
+
+def history(run: Run, query: str = "sample", limit: int = 20, **filters):
+    """search_history through the service (records evidence like the endpoint does)."""
+    return search_services.search_history(
+        workspace_id=run.workspace_id,
+        run_id=run.id,
+        query=parse_query(query),
+        filters=HistoryFilters(**filters),
+        limit=limit,
+    )
+
+
+def hit_ids(run: Run, query: str = "sample", limit: int = 20, **filters) -> list:
+    """The ids search_history returns as hits, best first."""
+    return [hit.message.id for hit in history(run, query, limit, **filters).hits]
