@@ -153,3 +153,20 @@ def test_load_demo_is_idempotent_and_prints_working_tokens(settings):
     )
     assert found.status_code == 200
     assert found.json()["total"] >= 1
+
+
+@pytest.mark.django_db
+def test_load_demo_run_token_searches_history_from_adas_direct_room(settings):
+    """The printed run token works: search_history finds the private room Ada reads and the
+    public room, never the imported archive whose audience is unknown."""
+    settings.DEBUG = True
+    out = io.StringIO()
+    call_command("load_demo", stdout=out)
+    lines = dict(line.split(":", 1) for line in out.getvalue().splitlines() if ":" in line)
+    run_token = lines["Run token"].split()[0]
+    found = factories.bearer_client(run_token).post(
+        "/api/v1/history/search", {"query": "migration"}, format="json"
+    )
+    assert found.status_code == 200
+    kinds = {item["conversation"]["kind"] for item in found.json()["items"]}
+    assert kinds == {"public", "private", "direct"}

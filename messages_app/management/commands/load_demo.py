@@ -4,7 +4,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from messages_app.demo import demo_workspace_load
+from messages_app.demo import demo_run_create, demo_workspace_load
 from messages_app.models import TokenKind
 from messages_app.services import token_create
 
@@ -42,4 +42,5 @@ class Command(BaseCommand):
         self.stdout.write(f"Demo agent id:  {demo.agent.id}")
         self.stdout.write(f"Service token:  {service_token}")
         self.stdout.write(f"Agent token:    {agent_token}")
+        self.stdout.write(f"Run token:      {demo_run_create(demo)}  (Ada's direct conversation)")
         self.stdout.write(f"Admin login:    {admin_username} / {password}")
