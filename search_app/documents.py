@@ -22,17 +22,20 @@ DEFAULT_BATCH_SIZE = 5_000
 _MESSAGES = Message._meta.db_table
 _DOCUMENTS = MessageSearchDocument._meta.db_table
 
-# One batch of messages in id order, locked FOR SHARE so an edit cannot slip in between reading
-# a body and writing its document (the edit waits, then its own trigger runs).
+# A batch is locked FOR SHARE by one statement and compared by the next: under READ COMMITTED
+# the second statement's snapshot already includes any edit the lock waited for, and no edit
+# can slip in between reading a body and writing its document (the edit waits, then its own
+# trigger runs).
+_LOCK = f"""
+    SELECT id FROM {_MESSAGES} WHERE id > %(after)s ORDER BY id LIMIT %(size)s FOR SHARE
+"""
+
 _BATCH = f"""
     WITH batch AS MATERIALIZED (
         SELECT id, workspace_id, conversation_id, created_at, sender_account_id,
                sender_agent_id, deleted_at, content
         FROM {_MESSAGES}
-        WHERE id > %(after)s
-        ORDER BY id
-        LIMIT %(size)s
-        FOR SHARE
+        WHERE id = ANY(%(ids)s::uuid[])
     ), expected AS (
         SELECT id, workspace_id, conversation_id, created_at, sender_account_id,
                sender_agent_id, to_tsvector(%(config)s::regconfig, content) AS document
@@ -45,8 +48,6 @@ _CHECK = (
     _BATCH
     + f"""
     SELECT
-        (SELECT max(id::text) FROM batch),
-        (SELECT count(*) FROM batch),
         (SELECT count(*) FROM expected AS e
          WHERE NOT EXISTS (SELECT 1 FROM {_DOCUMENTS} AS d WHERE d.message_id = e.id)),
         (SELECT count(*) FROM expected AS e JOIN {_DOCUMENTS} AS d ON d.message_id = e.id
@@ -89,8 +90,6 @@ _REPAIR = (
         RETURNING 1
     )
     SELECT
-        (SELECT max(id::text) FROM batch),
-        (SELECT count(*) FROM batch),
         (SELECT count(*) FROM upserted WHERE inserted),
         (SELECT count(*) FROM upserted WHERE NOT inserted),
         (SELECT count(*) FROM removed)
@@ -125,17 +124,16 @@ def search_documents_rebuild(
     after = uuid.UUID(int=0)
     while True:
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(
-                _REPAIR if fix else _CHECK,
-                {"after": after, "size": batch_size, "config": SEARCH_CONFIG},
-            )
-            last_id, checked, missing, stale, orphaned = cursor.fetchone()
-        if not checked:
-            return report
-        report.checked += checked
+            cursor.execute(_LOCK, {"after": after, "size": batch_size})
+            ids = [row[0] for row in cursor.fetchall()]
+            if not ids:
+                return report
+            cursor.execute(_REPAIR if fix else _CHECK, {"ids": ids, "config": SEARCH_CONFIG})
+            missing, stale, orphaned = cursor.fetchone()
+        report.checked += len(ids)
         report.missing += missing
         report.stale += stale
         report.orphaned += orphaned
-        after = uuid.UUID(last_id)
+        after = ids[-1]
         if progress is not None:
             progress(report)

@@ -3,8 +3,9 @@
 SECURITY INVARIANT: everything here only *narrows*. Each rule is a condition or an anti-join on
 the canonical tables (memberships, identity links, lineage), evaluated by PostgreSQL inside the
 same statement that reads the messages; nothing in this module ever adds a message to a result,
-and nothing filters rows in Python after a fetch. search_history hits, their neighbours and the
-final delivery check all build on ``Scope``, so the rules live here and nowhere else.
+and nothing filters rows in Python after a fetch. search_history hits and their neighbours
+(and, with lineage, the final delivery check) all embed ``scope_ctes`` and
+``eligible_condition``, so the rules live here and nowhere else.
 
 A run fixes agent A, destination D and requester R. Message m in conversation S is eligible when
 
@@ -120,14 +121,16 @@ def _permitted_condition(p: Perspective) -> str:
         "AND s.account_id IS NOT NULL AND s.left_at IS NULL"
     )
     if p.destination_kind == ConversationKind.DIRECT:
-        # S direct, all of its current readers are D's one reader (or that reader's linked
-        # accounts), and it has at least one. direct_reader is empty unless D has exactly one.
+        # S direct with exactly one current human reader, who is D's one reader or an account
+        # joined to that reader by one live link. direct_reader is empty unless D has exactly
+        # one reader, and then no S qualifies.
         allowed.append(
             f"""(c.kind = '{ConversationKind.DIRECT.value}'
+                AND (SELECT count(DISTINCT s.account_id) FROM {MEMBERSHIPS} AS s
+                     WHERE s.conversation_id = c.id AND s.account_id IS NOT NULL
+                       AND s.left_at IS NULL) = 1
                 AND EXISTS ({current_reader}
-                            AND s.account_id IN (SELECT account_id FROM direct_continuity))
-                AND NOT EXISTS ({current_reader}
-                            AND s.account_id NOT IN (SELECT account_id FROM direct_continuity)))"""
+                            AND s.account_id IN (SELECT account_id FROM direct_continuity)))"""
         )
     if p.destination_kind != ConversationKind.UNKNOWN:
         # Every reader of D reads S now. An unknown D's readership satisfies no subset test.

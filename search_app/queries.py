@@ -13,7 +13,8 @@ up to 1, so ``score`` is in [0, 1] and the contributions add up to it exactly:
   eligible matches of this very search, so matching more terms and rarer terms both score
   higher. (``ts_rank_cd`` with normalisation 4 gives ``a | b`` the same score as ``a`` and has
   no notion of rarity, so it is not used.) Closeness is 1 for two different query terms side by
-  side, falling as 1 / (1 + (gap - 1) / 3); a one-term match has none.
+  side, falling as 1 / (1 + (gap - 1) / 3); a one-term match has none. (PostgreSQL stores
+  every word past position 16,383 at 16,383, so gaps there count as adjacent, never closer.)
 - ``actor`` (0.10): the requester, or an account joined to them by a live link, wrote it.
 - ``conversation`` (0.10): it was said in the destination conversation itself.
 - ``participation`` (0.05): the requester is a current member of its conversation.
@@ -32,8 +33,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import connection
-
 from messages_app.models import Account, Agent, Conversation, Message
 from search_app.models import MessageSearchDocument
 from search_app.perspective import (
@@ -41,7 +40,6 @@ from search_app.perspective import (
     MESSAGES,
     Perspective,
     eligible_condition,
-    eligible_messages_sql,
     scope_ctes,
 )
 from search_app.text import TermQuery
@@ -58,7 +56,8 @@ CLOSENESS_SHARE = 0.2
 CLOSENESS_GAP_SCALE = 3.0
 RECENCY_HALF_LIFE_SECONDS = 30 * 86_400
 NEIGHBOURS_EACH_SIDE = 2
-NEIGHBOUR_WINDOW = 25
+# How far (in seq) to look for a hit's eligible neighbours before giving up on that side.
+NEIGHBOUR_SCAN = 1_000
 # Rows ranked beyond the page, so a row the final recheck drops (a projection that drifted)
 # does not leave the page short.
 RECHECK_MARGIN = 5
@@ -182,7 +181,7 @@ def _hits_sql(p: Perspective, query: TermQuery, filters: HistoryFilters) -> str:
         FROM (
             SELECT c.*,
                    CASE WHEN c.gap IS NULL THEN 0::float8
-                        ELSE 1 / (1 + (c.gap - 1) / {CLOSENESS_GAP_SCALE}::float8)
+                        ELSE 1 / (1 + (GREATEST(c.gap, 1) - 1) / {CLOSENESS_GAP_SCALE}::float8)
                    END AS closeness
             FROM contenders AS c
         ) AS c
@@ -245,46 +244,45 @@ def _hit(message: Message) -> Hit:
 def attach_neighbours(p: Perspective, hits: list[Hit]) -> None:
     """Up to two eligible messages each side of every hit, in conversation order.
 
-    Neighbours are the nearest eligible messages within ``NEIGHBOUR_WINDOW`` positions (seq) of
-    the hit: context, not a second search, so a hit whose surroundings the agent never observed
-    simply has fewer. Both statements apply the perspective: the first finds which positions
-    are eligible (ids only, one indexed range per hit), the second loads the chosen messages
-    and applies the rules again, so a message deleted or made ineligible in between is left
-    out rather than shown.
+    One statement: for each hit, the nearest messages by ``seq`` on each side that pass
+    ``eligible_condition``, read with their text. The backwards and forwards index scans stop
+    at the second eligible message, or after ``NEIGHBOUR_SCAN`` positions, so a hit whose
+    surroundings the agent never observed costs a bounded amount and simply has fewer.
     """
     if not hits:
         return
-    windows = []
-    params: dict[str, object] = {}
-    for index, hit in enumerate(hits):
-        windows.append(
-            f"(m.conversation_id = %(n_conversation{index})s "
-            f"AND m.seq BETWEEN %(n_low{index})s AND %(n_high{index})s)"
+    sql = f"""
+        WITH {scope_ctes(p)},
+        hit AS (
+            SELECT position, conversation_id, seq
+            FROM unnest(%(n_conversations)s::uuid[], %(n_seqs)s::bigint[])
+                 WITH ORDINALITY AS h(conversation_id, seq, position)
         )
-        params[f"n_conversation{index}"] = hit.message.conversation_id
-        params[f"n_low{index}"] = hit.message.seq - NEIGHBOUR_WINDOW
-        params[f"n_high{index}"] = hit.message.seq + NEIGHBOUR_WINDOW
-    sql, scope = eligible_messages_sql(
-        p, where=" OR ".join(windows), columns="m.id, m.conversation_id, m.seq"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, {**scope, **params})
-        eligible_positions = cursor.fetchall()
-    nearby: dict[object, list[tuple[int, object]]] = {}
-    for message_id, conversation_id, seq in eligible_positions:
-        nearby.setdefault(conversation_id, []).append((seq, message_id))
-    chosen = []
+        SELECT nearby.*, hit.position AS hit_position
+        FROM hit
+        CROSS JOIN LATERAL (
+            (SELECT m.*, 'before' AS side FROM {MESSAGES} AS m
+             WHERE m.conversation_id = hit.conversation_id
+               AND m.seq < hit.seq AND m.seq >= hit.seq - %(n_scan)s
+               AND {eligible_condition("m")}
+             ORDER BY m.seq DESC LIMIT {NEIGHBOURS_EACH_SIDE})
+            UNION ALL
+            (SELECT m.*, 'after' AS side FROM {MESSAGES} AS m
+             WHERE m.conversation_id = hit.conversation_id
+               AND m.seq > hit.seq AND m.seq <= hit.seq + %(n_scan)s
+               AND {eligible_condition("m")}
+             ORDER BY m.seq LIMIT {NEIGHBOURS_EACH_SIDE})
+        ) AS nearby
+    """
+    params = {
+        **p.params(),
+        "n_conversations": [hit.message.conversation_id for hit in hits],
+        "n_seqs": [hit.message.seq for hit in hits],
+        "n_scan": NEIGHBOUR_SCAN,
+    }
+    for message in Message.objects.raw(sql, params):
+        hit = hits[message.hit_position - 1]
+        (hit.before if message.side == "before" else hit.after).append(message)
     for hit in hits:
-        positions = sorted(nearby.get(hit.message.conversation_id, ()))
-        seq = hit.message.seq
-        older = [m for s, m in positions if s < seq][-NEIGHBOURS_EACH_SIDE:]
-        newer = [m for s, m in positions if s > seq][:NEIGHBOURS_EACH_SIDE]
-        chosen.append((older, newer))
-    wanted = [m for older, newer in chosen for m in (*older, *newer)]
-    loaded: dict[object, Message] = {}
-    if wanted:
-        sql, scope = eligible_messages_sql(p, where="m.id = ANY(%(n_ids)s::uuid[])")
-        loaded = {m.id: m for m in Message.objects.raw(sql, {**scope, "n_ids": wanted})}
-    for hit, (older, newer) in zip(hits, chosen, strict=True):
-        hit.before = [loaded[m] for m in older if m in loaded]
-        hit.after = [loaded[m] for m in newer if m in loaded]
+        hit.before.sort(key=lambda message: message.seq)
+        hit.after.sort(key=lambda message: message.seq)

@@ -118,6 +118,8 @@ def search_history(
             RunEvidence(workspace_id=workspace_id, run=run, message_id=message_id, tool=SEARCH_TOOL)
             for message_id in spent
         )
+        # Inside the transaction: if anything fails from here on, no evidence is recorded
+        # for results the model never received.
+        marked = highlights([hit.message.content for hit in hits], query)
         budget = Budget(used=used + len(spent))
-    marked = highlights([hit.message.content for hit in hits], query)
     return HistorySearch(hits=hits, highlights=marked, budget=budget, trimmed=trimmed)

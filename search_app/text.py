@@ -18,7 +18,9 @@ from search_app.models import SEARCH_CONFIG
 MAX_QUERY_TERMS = 24
 
 # Private-use characters that mark matches in ts_headline's output; never shown to anyone.
-_MARKER_RANGE = range(0xE000, 0xF900)
+# There are more of them (137,468) than a message may hold characters, so a free pair always
+# exists.
+_MARKER_RANGES = (range(0xE000, 0xF900), range(0xF0000, 0xFFFFE), range(0x100000, 0x10FFFE))
 
 
 @dataclass(frozen=True)
@@ -61,10 +63,10 @@ def parse_query(text: str) -> TermQuery:
     return TermQuery(lexemes)
 
 
-def _markers(texts: list[str]) -> tuple[str, str]:
-    """Two private-use characters that occur in none of the texts."""
-    used = set().union(*(set(text) for text in texts)) if texts else set()
-    free = (chr(code) for code in _MARKER_RANGE if chr(code) not in used)
+def _markers(text: str) -> tuple[str, str]:
+    """Two private-use characters that do not occur in ``text``."""
+    used = set(text)
+    free = (chr(code) for codes in _MARKER_RANGES for code in codes if chr(code) not in used)
     return next(free), next(free)
 
 
@@ -76,27 +78,47 @@ def highlights(texts: list[str], query: TermQuery) -> list[list[list[int]]]:
     """
     if not texts:
         return []
-    start, stop = _markers(texts)
-    options = f"HighlightAll=true, StartSel={start}, StopSel={stop}"
+    markers = [_markers(text) for text in texts]
+    options = [f"HighlightAll=true, StartSel={start}, StopSel={stop}" for start, stop in markers]
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT ts_headline(%s::regconfig, body, %s::tsquery, %s) "
-            "FROM unnest(%s::text[]) WITH ORDINALITY AS t(body, position) ORDER BY position",
-            [SEARCH_CONFIG, query.tsquery, options, texts],
+            "SELECT ts_headline(%s::regconfig, body, %s::tsquery, options) "
+            "FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS t(body, options, position) "
+            "ORDER BY position",
+            [SEARCH_CONFIG, query.tsquery, texts, options],
         )
         marked = [row[0] for row in cursor.fetchall()]
-    return [_offsets(text, start, stop) for text in marked]
+    return [
+        _offsets(text, output, start, stop)
+        for text, output, (start, stop) in zip(texts, marked, markers, strict=True)
+    ]
 
 
-def _offsets(marked: str, start: str, stop: str) -> list[list[int]]:
+def _offsets(original: str, marked: str, start: str, stop: str) -> list[list[int]]:
+    """Map the marked words of ``ts_headline``'s output back onto the original text.
+
+    The output is the original with markers added, except that words too long to index
+    (over 2,047 bytes) are left out. So plain stretches are matched character by character
+    (leftmost), and each marked word is found whole from there on.
+    """
     spans: list[list[int]] = []
     position = 0
-    opened_at = 0
+    word: list[str] | None = None
     for char in marked:
         if char == start:
-            opened_at = position
-        elif char == stop:
-            spans.append([opened_at, position - opened_at])
+            word = []
+        elif char == stop and word is not None:
+            found = original.find("".join(word), position)
+            if found < 0:
+                break
+            spans.append([found, len(word)])
+            position = found + len(word)
+            word = None
+        elif word is not None:
+            word.append(char)
         else:
-            position += 1
+            found = original.find(char, position)
+            if found < 0:
+                break
+            position = found + 1
     return spans
