@@ -1,0 +1,584 @@
+"""search_history against a plain-Python oracle of SPEC §3 over random small worlds.
+
+Hypothesis draws a *plan* (plain data: accounts, rooms of every kind, membership intervals,
+identity links in every state, messages with lineage, deletions, a run). The plan is built
+through the real services, searched, and the result compared with what the oracle below
+computes from the plan alone. The oracle is written from the spec, not from the production
+predicate, so the two can only agree if the production code follows the contract.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import combinations
+
+from django.db import transaction
+from hypothesis import HealthCheck, event, example, given, settings
+from hypothesis import strategies as st
+
+from messages_app import services
+from tests import factories
+from tests.factories import at
+
+# Room kinds to draw from: every kind, but the ones that can ever be eligible more often.
+ROOM_KINDS = ("public", "private", "direct", "unknown", "public", "private", "direct")
+# A short timeline makes joins, leaves and messages often fall on the same minute, which is
+# where the half-open interval [joined_at, left_at) is easiest to get wrong.
+LAST_MINUTE = 40
+WORDS = ("alpha", "bravo", "migration", "report", "status", "rollout")
+LIMIT = 20
+NEIGHBOURS = 2
+SPEAKERS = ("anyone", "you", "requester")
+OTHER_RUN_SPEAKERS = ("anyone", "requester")
+
+AGENT = ("agent", 0)  # the run's agent A
+OTHER_AGENT = ("agent", 1)
+REQUESTER = ("account", 0)  # the run's requester R
+
+
+@dataclass(frozen=True)
+class LinkPlan:
+    """One identity link between two accounts: created pending, then maybe verified/revoked."""
+
+    account: int
+    linked: int
+    verified: bool
+    revoked: bool
+
+
+@dataclass(frozen=True)
+class MessagePlan:
+    conversation: int
+    sender: tuple[str, int]
+    minute: int
+    words: tuple[str, ...]
+    lineage: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    destination: int
+    requester: int
+    current: int | None = None
+    recent: tuple[int, ...] = ()
+
+
+@dataclass
+class Plan:
+    accounts: int
+    second_agent: bool
+    kinds: list[str]
+    destination: int
+    # (conversation, member) -> [(joined minute, left minute or None)], in time order.
+    memberships: dict[tuple[int, tuple[str, int]], list[tuple[int, int | None]]]
+    links: list[LinkPlan]
+    messages: list[MessagePlan]
+    deleted: set[int] = field(default_factory=set)
+    current: int | None = None
+    recent: list[int] = field(default_factory=list)
+    # Per room, an account to ask from there in a second run (see ``runs``).
+    other_requesters: list[int] = field(default_factory=list)
+
+    def readers(self, conversation: int) -> set[int]:
+        """Current human members (the last interval is open)."""
+        return {
+            number
+            for (room, (kind, number)), intervals in self.memberships.items()
+            if room == conversation and kind == "account" and intervals and intervals[-1][1] is None
+        }
+
+    def runs(self) -> list[RunPlan]:
+        """The planned run, then up to two more runs from other rooms the agent is in now.
+
+        Searching one world from several destinations (and requesters) is much cheaper than
+        building more worlds, and is what exercises the direct-room and identity-link rules.
+        """
+        runs = [RunPlan(self.destination, 0, self.current, tuple(self.recent))]
+        for room, kind in enumerate(self.kinds):
+            intervals = self.memberships[room, AGENT]
+            if room == self.destination or not intervals or intervals[-1][1] is not None:
+                continue
+            requester = self.other_requesters[room]
+            readers = self.readers(room)
+            if kind in ("direct", "private") and requester not in readers:
+                if not readers:
+                    continue
+                requester = min(readers)
+            runs.append(RunPlan(room, requester))
+        return runs[:3]
+
+
+# Membership histories of one member in one room, listed so that the common case comes first.
+SHAPES = ("current", "current", "left then back", "left", "left twice", "never")
+AGENT_SHAPES = ("current", "current", "current", "left then back", "left", "left twice", "never")
+# A direct room has one human (its owner); anyone else there is a rarer, odd case.
+OWNER_SHAPES = ("current", "current", "left then back", "left", "never")
+STRANGER_SHAPES = ("never",) * 6 + ("left", "left twice", "current", "left then back")
+
+
+@st.composite
+def spans(draw, shapes: tuple[str, ...]) -> list[tuple[int, int | None]]:
+    """Non-overlapping intervals in time order; the last one may be open (current)."""
+    shape = draw(st.sampled_from(shapes))
+    if shape == "never":
+        return []
+    count = 2 if shape in ("left then back", "left twice") else 1
+    # Strictly increasing minutes: a start, then gaps (small, so boundaries meet messages).
+    points = [draw(st.integers(0, LAST_MINUTE // 3))]
+    for _ in range(2 * count - 1):
+        points.append(points[-1] + draw(st.integers(1, LAST_MINUTE // 3)))
+    result: list[tuple[int, int | None]] = [
+        (points[2 * i], points[2 * i + 1]) for i in range(count)
+    ]
+    if shape in ("current", "left then back"):
+        result[-1] = (result[-1][0], None)
+    return result
+
+
+@st.composite
+def link_histories(draw, accounts: int) -> list[LinkPlan]:
+    """Per pair of accounts, 0-2 links; every link but the last is revoked (one open per pair)."""
+    links = []
+    for first, second in combinations(range(accounts), 2):
+        count = draw(st.integers(0, 2))
+        for index in range(count):
+            a, b = (first, second) if draw(st.booleans()) else (second, first)
+            # Mostly live in the end: a live link is what the direct-room rule turns on.
+            verified = draw(st.sampled_from((True, True, False)))
+            revoked = True if index < count - 1 else draw(st.sampled_from((False, False, True)))
+            links.append(LinkPlan(a, b, verified, revoked))
+    return links
+
+
+@st.composite
+def worlds(draw) -> Plan:
+    accounts = draw(st.integers(2, 4))
+    second_agent = draw(st.booleans())
+    kinds = draw(st.lists(st.sampled_from(ROOM_KINDS), min_size=2, max_size=5))
+    destination = draw(st.integers(0, len(kinds) - 1))
+    members = [("account", i) for i in range(accounts)] + [AGENT]
+    if second_agent:
+        members.append(OTHER_AGENT)
+
+    memberships = {}
+    for conversation, kind in enumerate(kinds):
+        owner = draw(st.sampled_from([0, *range(accounts)]))  # often the requester
+        if conversation == destination and kind == "direct":
+            owner = 0
+        for member in members:
+            shapes = AGENT_SHAPES if member == AGENT else SHAPES
+            if kind == "direct" and member[0] == "account":
+                shapes = OWNER_SHAPES if member[1] == owner else STRANGER_SHAPES
+            if conversation == destination and (
+                member == AGENT or (member == REQUESTER and kind in ("direct", "private"))
+            ):
+                shapes = ("current", "left then back")  # the run needs them there now
+            memberships[conversation, member] = draw(spans(shapes))
+
+    links = draw(link_histories(accounts))
+
+    # A sender need not be a member of the room it writes in; the run's agent writes the most.
+    senders = [*members, AGENT]
+    messages: list[MessagePlan] = []
+    # Plain integers(0, 14) draws many empty worlds; the second branch keeps most examples busy.
+    for index in range(draw(st.integers(0, 14) | st.integers(6, 14))):
+        sender = draw(st.sampled_from(senders))
+        lineage: list[int] = []
+        if sender[0] == "agent" and index > 0:
+            # Often a source that has a lineage of its own, so lineage goes two levels deep.
+            derived = [i for i in range(index) if messages[i].lineage]
+            for _ in range(draw(st.sampled_from((1, 0, 2)))):
+                pool = derived if derived and draw(st.booleans()) else range(index)
+                source = draw(st.sampled_from(pool))
+                if source not in lineage:
+                    lineage.append(source)
+        # The destination twice as often as any other room.
+        room = draw(st.sampled_from([destination, *range(len(kinds))]))
+        # Counted back from the end (Hypothesis favours 0, and late messages are the ones a
+        # current member has observed), or exactly when the agent joined or left the room.
+        minute = LAST_MINUTE - draw(st.integers(0, LAST_MINUTE))
+        edges = [point for span in memberships[room, AGENT] for point in span if point is not None]
+        if edges and draw(st.booleans()):
+            minute = draw(st.sampled_from(edges))
+        messages.append(
+            MessagePlan(
+                conversation=room,
+                sender=sender,
+                minute=minute,
+                words=tuple(draw(st.lists(st.sampled_from(WORDS), max_size=3))),
+                lineage=tuple(lineage),
+            )
+        )
+
+    indices = range(len(messages))
+    deleted = {i for i in indices if draw(st.sampled_from((False, False, False, True)))}
+    other_requesters = [draw(st.integers(0, accounts - 1)) for _ in kinds]
+    in_destination = [i for i in indices if messages[i].conversation == destination]
+    current = None
+    recent: list[int] = []
+    if in_destination:
+        current = draw(st.none() | st.sampled_from(in_destination))
+        recent = draw(st.lists(st.sampled_from(in_destination), unique=True, max_size=3))
+    return Plan(
+        accounts=accounts,
+        second_agent=second_agent,
+        kinds=kinds,
+        destination=destination,
+        memberships=memberships,
+        links=links,
+        messages=messages,
+        deleted=deleted,
+        current=current,
+        recent=recent,
+        other_requesters=other_requesters,
+    )
+
+
+# --- The oracle: SPEC §3 over the plan, without the database ----------------------------------
+
+
+class Oracle:
+    """SPEC §3 for one run, computed from the plan alone."""
+
+    def __init__(self, plan: Plan, run: RunPlan):
+        self.plan = plan
+        self.run = run
+        self.destination = run.destination
+        self.readers = plan.readers
+
+    def live_link(self, a: int, b: int) -> bool:
+        """One verified, unrevoked link directly between a and b (links never chain)."""
+        return any(
+            {link.account, link.linked} == {a, b} and link.verified and not link.revoked
+            for link in self.plan.links
+        )
+
+    def audience_permits(self, source: int) -> bool:
+        """Rule 3: the audience of conversation ``source`` permits the destination."""
+        kinds, d = self.plan.kinds, self.destination
+        kind = kinds[source]
+        if kind == "public":
+            return True
+        if kind == "direct":
+            if kinds[d] != "direct":
+                return False
+            d_readers, s_readers = self.readers(d), self.readers(source)
+            if len(d_readers) != 1 or len(s_readers) != 1:
+                return False
+            (d_reader,), (s_reader,) = d_readers, s_readers
+            return d_reader == s_reader or self.live_link(d_reader, s_reader)
+        if kind == "private":
+            if kinds[d] == "unknown":
+                return False
+            # A public room's readers are every account of the workspace, even one in no room.
+            everyone = set(range(self.plan.accounts))
+            d_readers = everyone if kinds[d] == "public" else self.readers(d)
+            return d_readers <= self.readers(source)
+        return False  # unknown: withheld
+
+    def observed(self, index: int) -> bool:
+        """Rule 1: some interval of A in the message's conversation holds its created_at."""
+        message = self.plan.messages[index]
+        intervals = self.plan.memberships[message.conversation, AGENT]
+        return any(
+            joined <= message.minute and (left is None or message.minute < left)
+            for joined, left in intervals
+        )
+
+    def sources(self, index: int) -> set[int]:
+        """Every message in the lineage, transitively."""
+        found: set[int] = set()
+        todo = list(self.plan.messages[index].lineage)
+        while todo:
+            source = todo.pop()
+            if source not in found:
+                found.add(source)
+                todo.extend(self.plan.messages[source].lineage)
+        return found
+
+    def eligible(self, index: int) -> bool:
+        plan = self.plan
+        return (
+            self.observed(index)
+            and index not in plan.deleted
+            and self.audience_permits(plan.messages[index].conversation)
+            and all(
+                self.audience_permits(plan.messages[s].conversation) for s in self.sources(index)
+            )
+            and index != self.run.current
+            and index not in self.run.recent
+        )
+
+    def requester_accounts(self) -> set[int]:
+        """R and every account joined to R by a live link (whenever they wrote)."""
+        requester = self.run.requester
+        return {requester} | {
+            a for a in range(self.plan.accounts) if a != requester and self.live_link(requester, a)
+        }
+
+    def hits(self, speaker: str = "anyone") -> set[int]:
+        result = {i for i in range(len(self.plan.messages)) if self.eligible(i)}
+        if speaker == "you":
+            result = {i for i in result if self.plan.messages[i].sender == AGENT}
+        elif speaker == "requester":
+            wanted = self.requester_accounts()
+            result = {
+                i
+                for i in result
+                if self.plan.messages[i].sender[0] == "account"
+                and self.plan.messages[i].sender[1] in wanted
+            }
+        return result
+
+
+# --- Building the plan through the real services ----------------------------------------------
+
+
+@dataclass
+class Built:
+    runs: list  # one per ``plan.runs()``
+    index_of: dict  # message id -> plan index
+
+
+def build(plan: Plan) -> Built:
+    factories.other_workspace()  # a second tenant with a matching message that must never show
+    workspace = factories.make_workspace()
+    accounts = [factories.make_account(workspace) for _ in range(plan.accounts)]
+    agents = [factories.make_agent(workspace, "Run agent")]
+    if plan.second_agent:
+        agents.append(factories.make_agent(workspace, "Second agent"))
+    members = {"account": accounts, "agent": agents}
+    conversations = [factories.make_conversation(workspace, kind) for kind in plan.kinds]
+
+    for (conversation, (kind, number)), intervals in plan.memberships.items():
+        room, member = conversations[conversation], members[kind][number]
+        for joined, left in intervals:
+            factories.join(room, member, joined_at=at(joined))
+            if left is not None:
+                key = "account_id" if kind == "account" else "agent_id"
+                services.membership_leave(conversation=room, left_at=at(left), **{key: member.id})
+
+    for link_plan in plan.links:
+        link = services.identity_link_create(
+            workspace_id=workspace.id,
+            account_id=accounts[link_plan.account].id,
+            linked_account_id=accounts[link_plan.linked].id,
+        )
+        if link_plan.verified:
+            link = services.identity_link_verify(link=link)
+        if link_plan.revoked:
+            services.identity_link_revoke(link=link)
+
+    messages = []
+    for message_plan in plan.messages:
+        kind, number = message_plan.sender
+        messages.append(
+            factories.post(
+                conversations[message_plan.conversation],
+                members[kind][number],
+                " ".join(("sample", *message_plan.words)),
+                created_at=at(message_plan.minute),
+                lineage=[messages[source].id for source in message_plan.lineage],
+            )
+        )
+    for index in sorted(plan.deleted):
+        services.message_delete(message=messages[index])
+
+    runs = [
+        factories.make_run(
+            agents[0],
+            conversations[run_plan.destination],
+            accounts[run_plan.requester],
+            current=messages[run_plan.current] if run_plan.current is not None else None,
+            recent=tuple(messages[i] for i in run_plan.recent),
+        )[0]
+        for run_plan in plan.runs()
+    ]
+    return Built(runs=runs, index_of={message.id: i for i, message in enumerate(messages)})
+
+
+def describe(plan: Plan, oracle: Oracle) -> None:
+    """Hypothesis events, so ``--hypothesis-show-statistics`` shows which rules were exercised."""
+    eligible = oracle.hits()
+    destination = oracle.run.destination
+    event(f"eligible messages: {min(len(eligible), 5)}{'+' if len(eligible) >= 5 else ''}")
+    for index in eligible:
+        room = plan.messages[index].conversation
+        event(f"eligible from a {plan.kinds[room]} room for a {plan.kinds[destination]} one")
+        if plan.kinds[room] == "direct" and plan.readers(room) != plan.readers(destination):
+            event("eligible from a direct room through a live identity link")
+        if any(plan.messages[s].lineage for s in oracle.sources(index)):
+            event("eligible with lineage two levels deep")
+    for index, message in enumerate(plan.messages):
+        edges = {p for span in plan.memberships[message.conversation, AGENT] for p in span}
+        if message.minute in edges:
+            event("a message written at the minute the agent joined or left")
+        if (
+            oracle.observed(index)
+            and index not in plan.deleted
+            and oracle.audience_permits(message.conversation)
+            and not oracle.eligible(index)
+            and index not in oracle.run.recent
+            and index != oracle.run.current
+        ):
+            event("withheld only because of its lineage")
+
+
+class _Rollback(Exception):
+    """Raised to undo one example's world."""
+
+
+def check_search(plan: Plan, oracle: Oracle, run, index_of: dict, speaker: str) -> None:
+    """One search_history call against the oracle: hits, then each hit's neighbours."""
+    expected = oracle.hits(speaker)
+    eligible = oracle.hits("anyone")
+    result = factories.history(run, "sample", limit=LIMIT, speaker=speaker)
+    hits = [index_of.get(hit.message.id) for hit in result.hits]
+
+    assert len(hits) == len(set(hits)), "a message is returned twice"
+    if len(expected) > LIMIT:
+        assert set(hits) <= expected
+        assert len(hits) == LIMIT
+    else:
+        assert set(hits) == expected, (speaker, sorted(hits, key=str), sorted(expected))
+
+    for hit, index in zip(result.hits, hits, strict=True):
+        conversation = plan.messages[index].conversation
+        # Messages are posted in plan order, so within a conversation plan order is seq order.
+        same_room = [i for i in sorted(eligible) if plan.messages[i].conversation == conversation]
+        position = same_room.index(index)
+        want_before = same_room[max(position - NEIGHBOURS, 0) : position]
+        want_after = same_room[position + 1 : position + 1 + NEIGHBOURS]
+        got_before = [index_of.get(m.id) for m in hit.before]
+        got_after = [index_of.get(m.id) for m in hit.after]
+        assert got_before == want_before, (speaker, index, got_before, want_before)
+        assert got_after == want_after, (speaker, index, got_after, want_after)
+
+
+def plan_of(
+    kinds: list[str],
+    members: dict[tuple[int, tuple[str, int]], list[tuple[int, int | None]]],
+    messages: list[MessagePlan],
+    *,
+    accounts: int = 3,
+    links: tuple[LinkPlan, ...] = (),
+    **rest,
+) -> Plan:
+    """A hand-written plan: members not named were never in a room."""
+    everyone = [("account", i) for i in range(accounts)] + [AGENT]
+    memberships = {(room, m): [] for room in range(len(kinds)) for m in everyone}
+    memberships.update(members)
+    return Plan(
+        accounts=accounts,
+        second_agent=False,
+        kinds=kinds,
+        destination=0,
+        memberships=memberships,
+        links=list(links),
+        messages=messages,
+        other_requesters=[0] * len(kinds),
+        **rest,
+    )
+
+
+def said(room: int, sender: tuple[str, int], minute: int, *lineage: int) -> MessagePlan:
+    return MessagePlan(room, sender, minute, (), lineage)
+
+
+NOW = [(0, None)]
+# Direct rooms of accounts 0 (the requester), 1, 2 and 3. 0-1 and 1-2 are linked, but links do
+# not chain, so 2's room stays closed to 0's; 0-3 is only pending and 0-2 revoked. An agent reply
+# inherits its sources' restrictions, two levels deep.
+LINKS_DO_NOT_CHAIN = plan_of(
+    ["direct", "direct", "direct", "direct", "private"],
+    {
+        **{(room, AGENT): NOW for room in range(5)},
+        (0, ("account", 0)): NOW,
+        (1, ("account", 1)): NOW,
+        (2, ("account", 2)): NOW,
+        (3, ("account", 3)): NOW,
+        (4, ("account", 0)): NOW,
+        (4, ("account", 1)): NOW,
+    },
+    [
+        said(0, ("account", 0), 5),  # 0: the run's current message
+        said(1, ("account", 1), 5),  # 1: 1's room, live link to 0: allowed
+        said(2, ("account", 2), 5),  # 2: 2's room, 2-0 only through 1: withheld
+        said(3, ("account", 3), 5),  # 3: 3's room, pending link: withheld
+        said(0, AGENT, 6, 1),  # 4: based on 1: allowed
+        said(0, AGENT, 7, 4),  # 5: based on 4, itself based on 1: allowed
+        said(0, AGENT, 8, 2),  # 6: based on 2: withheld
+        said(1, AGENT, 9, 5),  # 7: in 1's room, based on 5, 4 and 1: allowed
+        said(1, AGENT, 10, 6),  # 8: inherits 2 through 6: withheld
+        said(4, AGENT, 11, 3),  # 9: private room {0, 1}, but based on 3: withheld
+        said(4, ("account", 1), 12),  # 10: private room {0, 1}: allowed
+    ],
+    accounts=4,
+    links=(
+        LinkPlan(0, 1, verified=True, revoked=False),
+        LinkPlan(2, 1, verified=True, revoked=False),
+        LinkPlan(0, 3, verified=False, revoked=False),
+        LinkPlan(2, 0, verified=True, revoked=True),
+    ),
+    current=0,
+)
+# The agent's interval is half-open: a message at the minute it joined is observed, one at the
+# minute it left is not. A public destination's readers are every account, so a private room
+# that one account has left is closed to it; an unknown room is always closed.
+INTERVAL_EDGES = plan_of(
+    ["public", "private", "private", "unknown"],
+    {
+        (0, AGENT): NOW,
+        (1, AGENT): [(5, 10), (20, None)],
+        (2, AGENT): NOW,
+        (3, AGENT): NOW,
+        **{(room, ("account", i)): NOW for room in (1, 3) for i in range(3)},
+        (2, ("account", 0)): NOW,
+        (2, ("account", 1)): NOW,
+        (2, ("account", 2)): [(0, 3)],
+    },
+    [
+        said(1, ("account", 1), 4),  # 0: before the agent joined
+        said(1, ("account", 1), 5),  # 1: the minute it joined: observed
+        said(1, ("account", 2), 9),  # 2: observed
+        said(1, ("account", 2), 10),  # 3: the minute it left: not observed
+        said(1, ("account", 0), 15),  # 4: while it was away
+        said(1, ("account", 0), 20),  # 5: the minute it came back: observed
+        said(2, ("account", 0), 21),  # 6: account 2 left this room: withheld
+        said(3, ("account", 0), 22),  # 7: unknown audience: withheld
+        said(0, AGENT, 23, 5),  # 8: based on 5: allowed
+        said(0, AGENT, 24, 6),  # 9: based on 6: withheld
+        said(0, AGENT, 25, 7),  # 10: based on 7: withheld
+        said(0, ("account", 0), 26),  # 11: already in the prompt (recent history)
+    ],
+    recent=[11],
+)
+
+
+@settings(
+    max_examples=80,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(plan=worlds())
+@example(plan=LINKS_DO_NOT_CHAIN)
+@example(plan=INTERVAL_EDGES)
+def test_search_history_returns_exactly_what_the_spec_allows(db, plan):
+    """Every eligible message and nothing else, with exactly the eligible neighbours."""
+    run_plans = plan.runs()
+    for run_plan in run_plans:
+        describe(plan, Oracle(plan, run_plan))
+    try:
+        with transaction.atomic():
+            built = build(plan)
+            for number, (run_plan, run) in enumerate(zip(run_plans, built.runs, strict=True)):
+                oracle = Oracle(plan, run_plan)
+                # Every speaker for the planned run; the extra runs vary destination and requester.
+                speakers = SPEAKERS if number == 0 else OTHER_RUN_SPEAKERS
+                for speaker in speakers:
+                    check_search(plan, oracle, run, built.index_of, speaker)
+            raise _Rollback
+    except _Rollback:
+        pass
