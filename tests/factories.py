@@ -127,6 +127,18 @@ def never_joined_room(workspace: Workspace, member: Account) -> tuple[Conversati
     return room, post(room, member, "sample status never seen", created_at=at(1))
 
 
+def observed_public_room() -> tuple[Workspace, Agent, Account, Conversation]:
+    """A workspace whose agent and Alice have been in a public room since long before ``T0``,
+    so messages stamped around ``T0`` are observed (rule 1 of SPEC §3)."""
+    workspace = make_workspace()
+    agent = make_agent(workspace)
+    alice = make_account(workspace, "Alice Example")
+    room = make_conversation(workspace, "public", "general")
+    join(room, agent, joined_at=at(-600))
+    join(room, alice, joined_at=at(-600))
+    return workspace, agent, alice, room
+
+
 def left_room(workspace: Workspace, agent: Agent, member: Account) -> tuple[Conversation, Message]:
     """A private room the agent was in when a message was written, and has since left."""
     room = make_conversation(workspace, "private", "agent-left")
@@ -168,7 +180,9 @@ def make_run(
     return run, bearer_client(raw)
 
 
-def history(run: Run, query: str = "sample", limit: int = 20, **filters):
+def history(
+    run: Run, query: str = "sample", limit: int = 20, now: datetime | None = None, **filters
+):
     """search_history through the service (records evidence like the endpoint does)."""
     return search_services.search_history(
         workspace_id=run.workspace_id,
@@ -176,6 +190,7 @@ def history(run: Run, query: str = "sample", limit: int = 20, **filters):
         query=parse_query(query),
         filters=HistoryFilters(**filters),
         limit=limit,
+        now=now,
     )
 
 

@@ -33,12 +33,7 @@ def make_corpus(size: int = 600):
 
     Hits of one word are 30 seqs apart, so each search brings ~20 hits and ~80 neighbours.
     """
-    workspace = factories.make_workspace()
-    agent = factories.make_agent(workspace)
-    alice = factories.make_account(workspace, "Alice Example")
-    room = factories.make_conversation(workspace, "public", "general")
-    factories.join(room, agent, joined_at=at(-600))
-    factories.join(room, alice, joined_at=at(-600))
+    _, agent, alice, room = factories.observed_public_room()
     drafts = [
         MessageDraft(
             content=f"synthetic note {WORDS[i % len(WORDS)]} entry",

@@ -112,14 +112,7 @@ def snapshot() -> list[tuple]:
     )
 
 
-def make_room():
-    workspace = factories.make_workspace()
-    agent = factories.make_agent(workspace)
-    alice = factories.make_account(workspace, "Alice Example")
-    room = factories.make_conversation(workspace, "public", "general")
-    factories.join(room, agent, joined_at=at(-600))
-    factories.join(room, alice, joined_at=at(-600))
-    return workspace, agent, alice, room
+make_room = factories.observed_public_room
 
 
 def test_a_created_message_gets_its_document():

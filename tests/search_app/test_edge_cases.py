@@ -8,16 +8,7 @@ from messages_app.services import MessageDraft
 from tests import factories
 from tests.factories import at
 
-
-def public_room():
-    """A workspace with an agent and Alice in a public room since long before ``T0``."""
-    workspace = factories.make_workspace()
-    agent = factories.make_agent(workspace)
-    alice = factories.make_account(workspace, "Alice Example")
-    room = factories.make_conversation(workspace, "public", "general")
-    factories.join(room, agent, joined_at=at(-600))
-    factories.join(room, alice, joined_at=at(-600))
-    return workspace, agent, alice, room
+public_room = factories.observed_public_room
 
 
 def test_a_text_holding_every_bmp_private_use_character_still_highlights(db):

@@ -17,8 +17,6 @@ import pytest
 from formation.errors import InvalidArguments
 from messages_app import services
 from messages_app.models import Account, Agent, Conversation, Message, Workspace
-from search_app import services as search_services
-from search_app.queries import HistoryFilters
 from search_app.text import parse_query
 from tests import factories
 from tests.factories import at
@@ -67,14 +65,7 @@ def run_for(c: Corpus, destination: Conversation | None = None):
 
 
 def search(run, query: str, limit: int = 20, now: datetime = NOW, **filters):
-    return search_services.search_history(
-        workspace_id=run.workspace_id,
-        run_id=run.id,
-        query=parse_query(query),
-        filters=HistoryFilters(**filters),
-        limit=limit,
-        now=now,
-    )
+    return factories.history(run, query, limit, now=now, **filters)
 
 
 def ids(result) -> list:
