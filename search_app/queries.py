@@ -81,6 +81,11 @@ class Hit:
     before: list[Message] = field(default_factory=list)
     after: list[Message] = field(default_factory=list)
 
+    @property
+    def score(self) -> float:
+        """The sum of the contributions: what ``score`` on the wire rounds."""
+        return sum(self.components.values())
+
 
 def _filter_sql(filters: HistoryFilters) -> str:
     """The caller's filters, on projection rows ``d``."""
