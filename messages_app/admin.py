@@ -41,6 +41,7 @@ from messages_app.models import (
     Membership,
     Message,
     Run,
+    RunEvidence,
     Workspace,
 )
 
@@ -176,18 +177,10 @@ class AgentAdmin(WorkspaceScopedAdmin):
     fields = ("id", "workspace", "name", "created_at")
 
 
-class MembershipInline(admin.TabularInline):
-    """Read-only: joining and leaving go through the API, which keeps intervals consistent."""
-
-    model = Membership
-    fields = ("account", "agent", "joined_at", "left_at")
-    readonly_fields = fields
+class ReadOnlyInline(admin.TabularInline):
     extra = 0
     can_delete = False
     show_change_link = False
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet:
-        return super().get_queryset(request).select_related("account", "agent")
 
     def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
@@ -197,6 +190,29 @@ class MembershipInline(admin.TabularInline):
 
     def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
+
+
+class MembershipInline(ReadOnlyInline):
+    """Read-only: joining and leaving go through the API, which keeps intervals consistent."""
+
+    model = Membership
+    fields = ("account", "agent", "joined_at", "left_at")
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).select_related("account", "agent")
+
+
+class RunEvidenceInline(ReadOnlyInline):
+    """What the run's tools returned to the model, in the order it first saw each message."""
+
+    model = RunEvidence
+    fields = ("message", "tool", "created_at")
+    readonly_fields = fields
+    ordering = ("created_at", "id")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).select_related("message")
 
 
 def message_changelist_url(conversation_id: uuid.UUID) -> str:
@@ -426,6 +442,7 @@ class RunAdmin(ReadOnlyAdmin):
         "finished_at",
     )
     readonly_fields = fields
+    inlines = (RunEvidenceInline,)
 
 
 @admin.register(ApiToken)

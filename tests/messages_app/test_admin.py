@@ -25,6 +25,7 @@ from messages_app.models import (
     Message,
     MessageLineage,
     Run,
+    RunEvidence,
     Workspace,
 )
 
@@ -289,6 +290,24 @@ def test_conversation_page_lists_members(admin_client: Client, admin_world: Admi
     text = html.content.decode()
     assert "Sample Person" in text
     assert "Sample Agent" in text
+
+
+def test_run_page_lists_its_evidence_read_only(
+    admin_client: Client, admin_world: AdminWorld
+) -> None:
+    """Trusted administrators can see what a run's tools returned (SPEC §4), never edit it."""
+    RunEvidence.objects.create(
+        workspace=admin_world.workspace,
+        run=admin_world.run,
+        message=admin_world.first,
+        tool="search_history",
+    )
+    page = admin_client.get(admin_url("run", "change", admin_world.run.pk))
+    text = page.content.decode()
+    assert page.status_code == 200
+    assert "search_history" in text
+    assert str(admin_world.first) in text
+    assert 'name="evidence-0-tool"' not in text  # rendered as text, not as a form field
 
 
 def test_token_digest_never_rendered(admin_client: Client, admin_world: AdminWorld) -> None:
