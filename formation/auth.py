@@ -36,6 +36,10 @@ class Caller:
         return self.kind == TokenKind.SERVICE
 
     @property
+    def is_run(self) -> bool:
+        return self.kind == TokenKind.RUN
+
+    @property
     def acts_as_agent(self) -> bool:
         return self.kind in (TokenKind.AGENT, TokenKind.RUN)
 
@@ -102,4 +106,16 @@ class IsAgentOrRunToken(BasePermission):
             raise Unauthenticated()
         if not caller.acts_as_agent:
             raise Forbidden("This endpoint needs an agent or run token.")
+        return True
+
+
+class IsRunToken(BasePermission):
+    """Tools that need a run: the agent, destination and requester come from it."""
+
+    def has_permission(self, request, view) -> bool:
+        caller = request.user
+        if caller is None:
+            raise Unauthenticated()
+        if not caller.is_run:
+            raise Forbidden("This endpoint needs a run token.")
         return True

@@ -210,19 +210,3 @@ def eligible_condition(alias: str, *, projection: bool = False) -> str:
               AND source.conversation_id NOT IN (SELECT id FROM permitted))
         AND {message_id} <> ALL (%(p_in_prompt)s::uuid[])
     )"""
-
-
-def eligible_messages_sql(
-    p: Perspective, where: str = "TRUE", columns: str = "m.*"
-) -> tuple[str, dict[str, object]]:
-    """A statement selecting ``columns`` of the eligible messages ``m`` that match ``where``.
-
-    For loading known messages (neighbours, the delivery check, tests); searches embed
-    ``scope_ctes`` and ``eligible_condition`` in their own statement instead.
-    """
-    sql = f"""
-        WITH {scope_ctes(p)}
-        SELECT {columns} FROM {MESSAGES} AS m
-        WHERE {eligible_condition("m")} AND ({where})
-    """
-    return sql, p.params()

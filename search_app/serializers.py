@@ -16,7 +16,7 @@ from formation.fields import (
 )
 from messages_app.serializers import MAX_QUERY_CHARS, message_summary
 from search_app.queries import SPEAKERS, HistoryFilters
-from search_app.services import Budget, HistorySearch
+from search_app.services import HistorySearch
 
 MAX_HITS = 20
 DEFAULT_HITS = 8
@@ -54,10 +54,6 @@ class SearchHistorySerializer(StrictSerializer):
         return self.validated_data.get("limit") or DEFAULT_HITS
 
 
-def budget_body(budget: Budget) -> dict[str, int]:
-    return {"used": budget.used, "limit": budget.limit, "remaining": budget.remaining}
-
-
 def search_history_body(result: HistorySearch) -> dict[str, Any]:
     items = []
     for hit, marks in zip(result.hits, result.highlights, strict=True):
@@ -93,4 +89,4 @@ def search_history_body(result: HistorySearch) -> dict[str, Any]:
                 "after": [message_summary(m) for m in hit.after],
             }
         )
-    return {"items": items, "total": len(items), "budget": budget_body(result.budget)}
+    return {"items": items, "total": len(items), "budget": result.budget.summary()}

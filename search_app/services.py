@@ -35,6 +35,10 @@ class Budget:
     def remaining(self) -> int:
         return max(self.limit - self.used, 0)
 
+    def summary(self) -> dict[str, int]:
+        """``{used, limit, remaining}``, as answers and the exhausted error carry it."""
+        return {"used": self.used, "limit": self.limit, "remaining": self.remaining}
+
 
 @dataclass
 class HistorySearch:
@@ -107,9 +111,7 @@ def search_history(
         used = sum(tool == SEARCH_TOOL for _, tool in evidence)
         remaining = EVIDENCE_BUDGET - used
         if remaining <= 0:
-            raise SearchBudgetExhausted(
-                details={"budget": {"used": used, "limit": EVIDENCE_BUDGET, "remaining": 0}}
-            )
+            raise SearchBudgetExhausted(details={"budget": Budget(used=used).summary()})
         perspective = Perspective.of_run(run)
         hits = ranked_hits(perspective, query, filters, limit=limit, now=now)
         attach_neighbours(perspective, hits)

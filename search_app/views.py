@@ -2,29 +2,15 @@
 
 from __future__ import annotations
 
-from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from formation.errors import Forbidden, Unauthenticated
+from formation.auth import IsRunToken
 from formation.fields import check_query_keys
-from messages_app.models import TokenKind
 from search_app import services
 from search_app.serializers import SearchHistorySerializer, search_history_body
 from search_app.text import parse_query
-
-
-class IsRunToken(BasePermission):
-    """search_history needs a run: the agent, destination and requester come from it."""
-
-    def has_permission(self, request, view) -> bool:
-        caller = request.user
-        if caller is None:
-            raise Unauthenticated()
-        if caller.kind != TokenKind.RUN:
-            raise Forbidden("search_history needs a run token.")
-        return True
 
 
 class SearchHistoryView(APIView):
