@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+from django.db import connection
 from rest_framework.test import APIClient
 
 from messages_app import services
@@ -197,3 +200,27 @@ def history(
 def hit_ids(run: Run, query: str = "sample", limit: int = 20, **filters) -> list:
     """The ids search_history returns as hits, best first."""
     return [hit.message.id for hit in history(run, query, limit, **filters).hits]
+
+
+def run_in_threads(count: int, work: Callable[[int], None]) -> list[BaseException]:
+    """Start ``count`` workers at the same moment, each with its own database connection
+    (closed at the end); return whatever they raised."""
+    barrier = threading.Barrier(count)
+    errors: list[BaseException] = []
+
+    def worker(index: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            work(index)
+        except BaseException as error:  # collected and asserted on in the main thread
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads)
+    return errors

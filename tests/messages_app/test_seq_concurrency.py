@@ -7,11 +7,8 @@ A rolled-back insert must give its seq back, so the committed seqs are exactly 1
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 
 from messages_app import services
 from messages_app.models import Conversation, Message
@@ -23,29 +20,6 @@ PER_THREAD = 25
 
 class Abandoned(Exception):
     """Raised inside a transaction to roll it back on purpose."""
-
-
-def run_threads(work: Callable[[int], None]) -> list[BaseException]:
-    """Start ``THREADS`` workers at the same moment; return whatever they raised."""
-    barrier = threading.Barrier(THREADS)
-    errors: list[BaseException] = []
-
-    def worker(index: int) -> None:
-        try:
-            barrier.wait(timeout=30)
-            work(index)
-        except BaseException as error:  # collected and asserted on in the main thread
-            errors.append(error)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(THREADS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert not any(thread.is_alive() for thread in threads)
-    return errors
 
 
 def make_room():
@@ -79,7 +53,7 @@ def test_concurrent_writers_get_gapless_unique_seqs():
         for n in range(PER_THREAD):
             post(mine, account.id, f"sample {index}-{n}")
 
-    assert run_threads(work) == []
+    assert factories.run_in_threads(THREADS, work) == []
 
     total = THREADS * PER_THREAD
     assert seqs(room) == list(range(1, total + 1))
@@ -114,7 +88,7 @@ def test_rolled_back_writers_leave_committed_seqs_gapless():
             else:
                 post(mine, account.id, f"sample {index}-{n}")
 
-    assert run_threads(work) == []
+    assert factories.run_in_threads(THREADS, work) == []
 
     abandoned_per_odd_thread = len(range(0, PER_THREAD, 3))
     committed = THREADS * PER_THREAD - (THREADS // 2) * abandoned_per_odd_thread

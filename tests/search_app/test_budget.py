@@ -12,7 +12,6 @@ import threading
 import uuid
 
 import pytest
-from django.db import connection
 
 from formation.errors import SearchBudgetExhausted
 from messages_app import services
@@ -297,34 +296,21 @@ def test_concurrent_searches_on_one_run_never_pass_the_budget():
         conversation_id=room.id,
         requester_id=alice.id,
     )
-    barrier = threading.Barrier(THREADS)
     lock = threading.Lock()
     answers: list[tuple[int, int, dict]] = []
-    errors: list[BaseException] = []
 
-    def worker(index: int) -> None:
+    def search_until_refused(index: int) -> None:
         client = factories.bearer_client(raw_token)
-        try:
-            barrier.wait(timeout=30)
-            # Each thread starts at a different word, so they compete for different messages.
-            for step in range(len(WORDS)):
-                word = WORDS[(index * 4 + step) % len(WORDS)]
-                response = client.post(URL, {"query": word, "limit": 20}, format="json")
-                with lock:
-                    answers.append((index, response.status_code, response.json()))
-                if response.status_code != 200:
-                    break
-        except BaseException as error:  # collected and asserted on in the main thread
-            errors.append(error)
-        finally:
-            connection.close()
+        # Each thread starts at a different word, so they compete for different messages.
+        for step in range(len(WORDS)):
+            word = WORDS[(index * 4 + step) % len(WORDS)]
+            response = client.post(URL, {"query": word, "limit": 20}, format="json")
+            with lock:
+                answers.append((index, response.status_code, response.json()))
+            if response.status_code != 200:
+                break
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(THREADS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert not any(thread.is_alive() for thread in threads)
+    errors = factories.run_in_threads(THREADS, search_until_refused)
     assert errors == []
 
     statuses = {status for _, status, _ in answers}
