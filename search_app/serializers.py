@@ -23,18 +23,16 @@ DEFAULT_HITS = 8
 
 
 class SearchHistorySerializer(StrictSerializer):
-    """``{query, speaker?, after?, before?, limit?}``; ``null`` means "not given"."""
+    """``{query, speaker?, after?, before?, limit?}``; ``null`` means "not given".
+
+    Whether the query holds a searchable word is for PostgreSQL to say (``parse_query``).
+    """
 
     query = Text(max_length=MAX_QUERY_CHARS)
     speaker = Choice(choices=SPEAKERS, required=False, allow_null=True)
     after = Timestamp(required=False, allow_null=True)
     before = Timestamp(required=False, allow_null=True)
     limit = JsonInteger(min_value=1, max_value=MAX_HITS, required=False, allow_null=True)
-
-    def validate_query(self, value: str) -> str:
-        if not value.strip():
-            raise serializers.ValidationError("Must contain a word to search for.")
-        return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         after, before = attrs.get("after"), attrs.get("before")
