@@ -141,6 +141,25 @@ REST_FRAMEWORK = {
     "DEFAULT_METADATA_CLASS": None,
 }
 
+# Keys for the search audit's query digests (SPEC §7): "id:secret" pairs, comma-separated, the
+# newest first. The first key writes new digests; every key is tried when an investigator looks
+# a query up, so an old key stays listed until the events it wrote are pruned.
+SEARCH_AUDIT_KEYS = [tuple(item.partition(":")[::2]) for item in env_list("SEARCH_AUDIT_KEYS", "")]
+if any(not key_id or len(secret) < 16 for key_id, secret in SEARCH_AUDIT_KEYS) or len(
+    {key_id for key_id, _ in SEARCH_AUDIT_KEYS}
+) != len(SEARCH_AUDIT_KEYS):
+    raise SystemExit(
+        "SEARCH_AUDIT_KEYS must be comma-separated 'id:secret' pairs with distinct ids "
+        "and secrets of at least 16 characters."
+    )
+if not SEARCH_AUDIT_KEYS:
+    if not DEBUG:
+        raise SystemExit(
+            "SEARCH_AUDIT_KEYS is not set. Set it to 'k1:<long random secret>' "
+            "(put a newer key in front to rotate), or set DEBUG=1 for local development."
+        )
+    SEARCH_AUDIT_KEYS = [("dev", "insecure-development-audit-key-only-used-with-DEBUG")]
+
 # Production hardening; each can be relaxed from the environment behind a TLS-terminating proxy.
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)

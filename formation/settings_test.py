@@ -3,6 +3,9 @@
 import os
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production")
+os.environ.setdefault(
+    "SEARCH_AUDIT_KEYS", "test2:test-only-audit-key-two,test1:test-only-audit-key-one"
+)
 
 from formation.settings import *  # noqa: F403
 

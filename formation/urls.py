@@ -9,6 +9,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("messages_app.urls")),
     path("api/v1/", include("search_app.urls")),
+    path("api/v1/", include("audit_app.urls")),
     # Any other /api/ path is the JSON not_found, also under DEBUG (which bypasses handler404
     # and would list every URL pattern).
     re_path(r"^api/", not_found_view),

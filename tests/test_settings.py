@@ -74,3 +74,17 @@ def test_check_runs_with_a_secret_key_and_debug_off():
     result = manage_check(SECRET_KEY="a-long-random-test-only-value-0123456789abcdefghij")
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [None, "", "no-colon-here", "k1:short", ":secret-without-an-id", "k1:0123456789abcdef,k1:fedcba9876543210"],
+    ids=["unset", "empty", "no-colon", "short-secret", "no-id", "duplicate-id"],
+)
+def test_check_refuses_to_start_without_valid_audit_keys(keys):
+    result = manage_check(
+        SECRET_KEY="a-long-random-test-only-value-0123456789abcdefghij", SEARCH_AUDIT_KEYS=keys
+    )
+    assert result.returncode != 0
+    assert "SEARCH_AUDIT_KEYS" in result.stderr
+    assert "Traceback" not in result.stderr
