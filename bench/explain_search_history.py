@@ -76,14 +76,15 @@ def main() -> None:
     messages = Message.objects.filter(workspace_id=destination.workspace_id).count()
     print(f"destination {args.destination}, {messages} messages in the workspace")
     for band in args.band or list(BANDS):
-        query = parse_query(" ".join(word(rank) for rank in BANDS[band]))
+        query_text = " ".join(word(rank) for rank in BANDS[band])
+        query = parse_query(query_text)
         timings = []
         for _ in range(args.repeat):
             started = time.perf_counter()
             result = services.search_history(
                 workspace_id=run.workspace_id,
                 run_id=run.id,
-                query=query,
+                query_text=query_text,
                 filters=HistoryFilters(),
                 limit=20,
             )

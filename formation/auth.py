@@ -119,3 +119,15 @@ class IsRunToken(BasePermission):
         if not caller.is_run:
             raise Forbidden("This endpoint needs a run token.")
         return True
+
+
+class IsServiceOrRunToken(BasePermission):
+    """A run's own records: the runtime, or the run itself (which run is the view's check)."""
+
+    def has_permission(self, request, view) -> bool:
+        caller = request.user
+        if caller is None:
+            raise Unauthenticated()
+        if not (caller.is_service or caller.is_run):
+            raise Forbidden("This endpoint needs a service token or the run's token.")
+        return True

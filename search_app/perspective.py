@@ -89,6 +89,8 @@ class Perspective:
             "p_destination": self.destination_id,
             "p_requester": self.requester_id,
             "p_in_prompt": self.in_prompt,
+            "p_current": self.current_message_id,
+            "p_recent": list(self.recent_message_ids),
         }
 
 
@@ -210,3 +212,34 @@ def eligible_condition(alias: str, *, projection: bool = False) -> str:
               AND source.conversation_id NOT IN (SELECT id FROM permitted))
         AND {message_id} <> ALL (%(p_in_prompt)s::uuid[])
     )"""
+
+
+def exclusion_reason(alias: str) -> str:
+    """The first of rules 1 to 5 that message ``alias`` fails, or NULL when it is eligible.
+
+    For the audit's exclusion counts, given ``scope_ctes`` and ``alias``'s conversation as
+    ``c``. Each branch is the negation of one clause of ``eligible_condition``, in SPEC order;
+    rule 3 is split so a withheld ``unknown`` audience is told apart from one that does not
+    fit the destination.
+    """
+    m = alias
+    return f"""CASE
+        WHEN {m}.workspace_id <> %(p_workspace)s OR NOT EXISTS (
+            SELECT 1 FROM {MEMBERSHIPS} AS observer
+            WHERE observer.agent_id = %(p_agent)s
+              AND observer.conversation_id = {m}.conversation_id
+              AND observer.joined_at <= {m}.created_at
+              AND (observer.left_at IS NULL OR observer.left_at > {m}.created_at))
+            THEN 'not_observed'
+        WHEN {m}.deleted_at IS NOT NULL THEN 'deleted'
+        WHEN c.kind = '{ConversationKind.UNKNOWN.value}' THEN 'unknown_audience'
+        WHEN {m}.conversation_id NOT IN (SELECT id FROM permitted) THEN 'audience'
+        WHEN EXISTS (
+            SELECT 1 FROM {LINEAGE} AS lineage
+            JOIN {MESSAGES} AS source ON source.id = lineage.source_id
+            WHERE lineage.message_id = {m}.id
+              AND source.conversation_id NOT IN (SELECT id FROM permitted))
+            THEN 'lineage'
+        WHEN {m}.id = %(p_current)s THEN 'current_message'
+        WHEN {m}.id = ANY(%(p_recent)s::uuid[]) THEN 'recent_history'
+    END"""

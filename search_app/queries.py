@@ -33,13 +33,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.db import connection
+
 from messages_app.models import Account, Agent, Conversation, Message
 from search_app.models import MessageSearchDocument
 from search_app.perspective import (
+    CONVERSATIONS,
     MEMBERSHIPS,
     MESSAGES,
     Perspective,
     eligible_condition,
+    exclusion_reason,
     scope_ctes,
 )
 from search_app.text import TermQuery
@@ -61,6 +65,8 @@ NEIGHBOUR_SCAN = 1_000
 # Rows ranked beyond the page, so a row the final recheck drops (a projection that drifted)
 # does not leave the page short.
 RECHECK_MARGIN = 5
+# At most this many of a search's matches are classified for the audit's exclusion counts.
+EXCLUSION_SCAN = 2_000
 
 SPEAKERS = ("anyone", "requester", "you")
 DOCUMENTS = MessageSearchDocument._meta.db_table
@@ -287,3 +293,48 @@ def attach_neighbours(p: Perspective, hits: list[Hit]) -> None:
     for hit in hits:
         hit.before.sort(key=lambda message: message.seq)
         hit.after.sort(key=lambda message: message.seq)
+
+
+@dataclass(frozen=True)
+class Exclusions:
+    """How many matches were withheld, by the first rule of SPEC §3 each one fails."""
+
+    counts: dict[str, int]
+    capped: bool
+
+
+def exclusion_counts(p: Perspective, query: TermQuery, filters: HistoryFilters) -> Exclusions:
+    """Classify the search's matches in the workspace (within the caller's filters).
+
+    Bounded for large corpora: at most ``EXCLUSION_SCAN`` matches, in index order, are read
+    from the projection and checked on their canonical message; ``capped`` says more existed.
+    ``perspective.exclusion_reason`` names the first rule each one fails.
+    """
+    sql = f"""
+        WITH {scope_ctes(p)},
+        matched AS (
+            SELECT d.message_id FROM {DOCUMENTS} AS d
+            WHERE d.workspace_id = %(p_workspace)s AND d.document @@ %(q_any)s::tsquery
+                  {_filter_sql(filters)}
+            LIMIT %(x_scan)s
+        ), classified AS (
+            SELECT {exclusion_reason("m")} AS reason
+            FROM matched
+            JOIN {MESSAGES} AS m ON m.id = matched.message_id
+            JOIN {CONVERSATIONS} AS c ON c.id = m.conversation_id
+        )
+        SELECT reason, count(*) FROM classified GROUP BY reason
+    """
+    params = {
+        **p.params(),
+        "q_any": query.tsquery,
+        "f_after": filters.after,
+        "f_before": filters.before,
+        "x_scan": EXCLUSION_SCAN,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = dict(cursor.fetchall())
+    classified = sum(rows.values())
+    counts = {reason: count for reason, count in rows.items() if reason is not None}
+    return Exclusions(counts=counts, capped=classified >= EXCLUSION_SCAN)

@@ -16,11 +16,19 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from audit_app import services as audit
+from audit_app.models import SearchOutcome
 from formation.errors import Forbidden, NotFound, SearchBudgetExhausted
 from messages_app.models import Run, RunEvidence
 from search_app.perspective import Perspective
-from search_app.queries import HistoryFilters, Hit, attach_neighbours, ranked_hits
-from search_app.text import TermQuery, highlights
+from search_app.queries import (
+    HistoryFilters,
+    Hit,
+    attach_neighbours,
+    exclusion_counts,
+    ranked_hits,
+)
+from search_app.text import highlights, parse_query
 
 EVIDENCE_BUDGET = 400
 SEARCH_TOOL = "search_history"
@@ -95,13 +103,21 @@ def search_history(
     *,
     workspace_id,
     run_id,
-    query: TermQuery,
+    query_text: str,
     filters: HistoryFilters,
     limit: int,
     now: datetime | None = None,
 ) -> HistorySearch:
-    """Search the run's perspective and record what it returns as the run's evidence."""
+    """Search the run's perspective, record what it returns as evidence, and audit the call.
+
+    The audit event (SPEC §7) is written in the same transaction as the evidence, also for a
+    call refused because the budget is spent, so "who searched for X" has a complete answer;
+    if it cannot be written, ``audit_unavailable`` rolls the whole call back. A query with no
+    searchable word is refused before any of this and is not audited: nothing was searched.
+    """
+    query = parse_query(query_text)
     now = now or timezone.now()
+    filters_record = audit.filters_record(filters, limit=limit)
     with transaction.atomic():
         run = _lock_run(workspace_id=workspace_id, run_id=run_id)
         # Everything already returned to the model is free to return again; the budget counts
@@ -111,17 +127,43 @@ def search_history(
         used = sum(tool == SEARCH_TOOL for _, tool in evidence)
         remaining = EVIDENCE_BUDGET - used
         if remaining <= 0:
-            raise SearchBudgetExhausted(details={"budget": Budget(used=used).summary()})
-        perspective = Perspective.of_run(run)
-        hits = ranked_hits(perspective, query, filters, limit=limit, now=now)
-        attach_neighbours(perspective, hits)
-        hits, spent, trimmed = _spend(hits, seen, remaining)
-        RunEvidence.objects.bulk_create(
-            RunEvidence(workspace_id=workspace_id, run=run, message_id=message_id, tool=SEARCH_TOOL)
-            for message_id in spent
-        )
-        # Inside the transaction: if anything fails from here on, no evidence is recorded
-        # for results the model never received.
-        marked = highlights([hit.message.content for hit in hits], query)
-        budget = Budget(used=used + len(spent))
+            audit.search_event_record(
+                run=run,
+                query_text=query_text,
+                filters=filters_record,
+                hits=[],
+                exclusions={},
+                exclusions_capped=False,
+                budget_used=used,
+                outcome=SearchOutcome.BUDGET_EXHAUSTED,
+            )
+            exhausted = Budget(used=used)
+        else:
+            exhausted = None
+            perspective = Perspective.of_run(run)
+            hits = ranked_hits(perspective, query, filters, limit=limit, now=now)
+            attach_neighbours(perspective, hits)
+            hits, spent, trimmed = _spend(hits, seen, remaining)
+            RunEvidence.objects.bulk_create(
+                RunEvidence(
+                    workspace_id=workspace_id, run=run, message_id=message_id, tool=SEARCH_TOOL
+                )
+                for message_id in spent
+            )
+            excluded = exclusion_counts(perspective, query, filters)
+            budget = Budget(used=used + len(spent))
+            audit.search_event_record(
+                run=run,
+                query_text=query_text,
+                filters=filters_record,
+                hits=hits,
+                exclusions={**excluded.counts, "budget": trimmed},
+                exclusions_capped=excluded.capped,
+                budget_used=budget.used,
+            )
+            # Inside the transaction: if anything fails from here on, no evidence or audit
+            # is recorded for results the model never received.
+            marked = highlights([hit.message.content for hit in hits], query)
+    if exhausted is not None:
+        raise SearchBudgetExhausted(details={"budget": exhausted.summary()})
     return HistorySearch(hits=hits, highlights=marked, budget=budget, trimmed=trimmed)

@@ -10,7 +10,6 @@ from formation.auth import IsRunToken
 from formation.fields import check_query_keys
 from search_app import services
 from search_app.serializers import SearchHistorySerializer, search_history_body
-from search_app.text import parse_query
 
 
 class SearchHistoryView(APIView):
@@ -25,7 +24,7 @@ class SearchHistoryView(APIView):
         result = services.search_history(
             workspace_id=request.user.workspace_id,
             run_id=request.user.run_id,
-            query=parse_query(serializer.validated_data["query"]),
+            query_text=serializer.validated_data["query"],
             filters=serializer.history_filters(),
             limit=serializer.hit_limit(),
         )

@@ -23,7 +23,6 @@ from messages_app.models import (
 )
 from search_app import services as search_services
 from search_app.queries import HistoryFilters
-from search_app.text import parse_query
 
 _counter = itertools.count(1)
 
@@ -190,7 +189,7 @@ def history(
     return search_services.search_history(
         workspace_id=run.workspace_id,
         run_id=run.id,
-        query=parse_query(query),
+        query_text=query,
         filters=HistoryFilters(**filters),
         limit=limit,
         now=now,

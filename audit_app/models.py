@@ -1,0 +1,82 @@
+"""The search audit (SPEC §7): one row per search_history call, never the query text."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.utils import timezone
+
+from messages_app.models import Account, Agent, Conversation, Run, Workspace
+
+# Why a match was withheld, in the order of SPEC §3's rules; the first rule a message fails
+# names it. ``budget`` counts eligible hits and neighbours left out by the run's ceiling.
+EXCLUSION_REASONS = (
+    "not_observed",
+    "deleted",
+    "unknown_audience",
+    "audience",
+    "lineage",
+    "current_message",
+    "recent_history",
+    "budget",
+)
+INSPECT_PERMISSION = "audit_app.inspect_search_audit"
+
+
+class SearchOutcome(models.TextChoices):
+    ANSWERED = "answered"
+    BUDGET_EXHAUSTED = "budget_exhausted", "budget exhausted"
+
+
+class ConversationSearchEvent(models.Model):
+    """Who searched, for which audience, and what came back; the query only as keyed digests.
+
+    The digest is HMAC-SHA256 under the newest key of ``SEARCH_AUDIT_KEYS``, over the query
+    normalised as ``audit_app.digests`` says, so an investigator holding a text can find the
+    events that searched for it and nobody holding the table can read what was searched.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="search_events")
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="+")
+    destination = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="+")
+    requester = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="+")
+    key_id = models.CharField(max_length=64, help_text="Which audit key made the digest.")
+    query_digest = models.CharField(max_length=64, help_text="HMAC-SHA256, hex.")
+    filters = models.JSONField(default=dict, help_text="speaker, after, before and limit.")
+    hit_ids = ArrayField(models.UUIDField(), default=list, help_text="Best first.")
+    neighbour_ids = ArrayField(models.UUIDField(), default=list)
+    rankings = models.JSONField(
+        default=list, help_text="Per hit: message id, score and the ranking components."
+    )
+    exclusions = models.JSONField(default=dict, help_text="Withheld matches, by reason.")
+    exclusions_capped = models.BooleanField(
+        default=False, help_text="More matches existed than were classified (see README)."
+    )
+    outcome = models.CharField(
+        max_length=32, choices=SearchOutcome.choices, default=SearchOutcome.ANSWERED
+    )
+    result_count = models.PositiveIntegerField(default=0, help_text="Hits returned.")
+    budget_used = models.PositiveIntegerField(
+        default=0, help_text="The run's search evidence after this call."
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "conversation_search_events"
+        ordering = ["-created_at", "id"]
+        default_permissions = ()
+        permissions = [("inspect_search_audit", "Can inspect search audit events")]
+        indexes = [
+            models.Index(fields=["run", "created_at"], name="search_event_run"),
+            models.Index(fields=["workspace", "created_at"], name="search_event_workspace"),
+            models.Index(fields=["agent", "created_at"], name="search_event_agent"),
+            models.Index(fields=["query_digest"], name="search_event_digest"),
+            models.Index(fields=["created_at"], name="search_event_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"search by {self.agent_id} at {self.created_at:%Y-%m-%d %H:%M:%S}"

@@ -1,0 +1,121 @@
+"""Audit writes (SPEC §7): one search event per search_history call, and pruning old ones."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+
+from django.db import DatabaseError, transaction
+from django.utils import timezone
+
+from audit_app.digests import current_digest
+from audit_app.models import EXCLUSION_REASONS, ConversationSearchEvent, SearchOutcome
+from formation.errors import AuditUnavailable
+from formation.fields import format_timestamp
+from messages_app.models import Run
+from search_app.queries import HistoryFilters
+
+logger = logging.getLogger(__name__)
+
+PRUNE_BATCH = 5_000
+
+
+def search_event_record(
+    *,
+    run: Run,
+    query_text: str,
+    filters: dict[str, object],
+    hits: Sequence,
+    exclusions: dict[str, int],
+    exclusions_capped: bool,
+    budget_used: int,
+    outcome: str = SearchOutcome.ANSWERED,
+) -> ConversationSearchEvent:
+    """Write the event inside the caller's transaction; ``audit_unavailable`` if that fails.
+
+    Must run in the same transaction as the run's evidence (the caller's ``atomic`` block):
+    the error raised here leaves that block and rolls the evidence back with it, so a search
+    that cannot be audited returns nothing and leaves nothing behind.
+    """
+    key_id, query_digest = current_digest(query_text)
+    hit_ids = [hit.message.id for hit in hits]
+    # Each neighbour once, in the order the hits list them; a hit is listed only as a hit.
+    neighbour_ids = list(
+        dict.fromkeys(
+            message.id
+            for hit in hits
+            for message in (*hit.before, *hit.after)
+            if message.id not in hit_ids
+        )
+    )
+    event = ConversationSearchEvent(
+        workspace_id=run.workspace_id,
+        run=run,
+        agent_id=run.agent_id,
+        destination_id=run.conversation_id,
+        requester_id=run.requester_id,
+        key_id=key_id,
+        query_digest=query_digest,
+        filters=filters,
+        hit_ids=hit_ids,
+        neighbour_ids=neighbour_ids,
+        rankings=[
+            {
+                "messageId": str(hit.message.id),
+                "score": round(hit.score, 6),
+                "components": {name: round(value, 6) for name, value in hit.components.items()},
+            }
+            for hit in hits
+        ],
+        exclusions={reason: exclusions.get(reason, 0) for reason in EXCLUSION_REASONS},
+        exclusions_capped=exclusions_capped,
+        outcome=outcome,
+        result_count=len(hits),
+        budget_used=budget_used,
+    )
+    try:
+        event.save(force_insert=True)
+    except DatabaseError as error:
+        # Only the error's class: its text could quote the row.
+        logger.error("search audit write failed (%s); the search was refused", type(error).__name__)
+        raise AuditUnavailable() from None
+    return event
+
+
+def filters_record(filters: HistoryFilters, *, limit: int) -> dict[str, object]:
+    """The caller's filters as the event stores them (RFC 3339 bounds, null when not given)."""
+    return {
+        "speaker": filters.speaker,
+        "after": format_timestamp(filters.after),
+        "before": format_timestamp(filters.before),
+        "limit": limit,
+    }
+
+
+def search_events_prune(
+    *,
+    older_than: timedelta,
+    batch_size: int = PRUNE_BATCH,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Delete events older than ``older_than``, ``batch_size`` rows per transaction.
+
+    Small batches keep each transaction's locks and WAL short on a busy table; the cut-off is
+    fixed at the start so a long prune does not chase the clock. Returns how many went.
+    """
+    cutoff = timezone.now() - older_than
+    deleted = 0
+    while True:
+        with transaction.atomic():
+            batch = list(
+                ConversationSearchEvent.objects.filter(created_at__lt=cutoff)
+                .order_by("created_at")
+                .values_list("pk", flat=True)[:batch_size]
+            )
+            if not batch:
+                return deleted
+            count, _ = ConversationSearchEvent.objects.filter(pk__in=batch).delete()
+        deleted += count
+        if progress:
+            progress(deleted)
