@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -18,7 +19,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from formation.auth import token_digest
-from formation.errors import InvalidArguments, NotFound
+from formation.errors import Forbidden, InvalidArguments, NotFound
 from messages_app.models import (
     Account,
     Agent,
@@ -33,6 +34,7 @@ from messages_app.models import (
     MessageRole,
     MessageStatus,
     Run,
+    RunEvidence,
     TokenKind,
     Workspace,
 )
@@ -495,3 +497,70 @@ def run_create(
             workspace_id=workspace_id, kind=TokenKind.RUN, agent=agent, run=run
         )
     return run, raw_token
+
+
+# --- run evidence ---------------------------------------------------------------------------
+
+
+def run_open_for_tools(*, workspace_id: uuid.UUID, run_id: uuid.UUID) -> None:
+    """Share-lock the run until the caller's transaction ends; ``forbidden`` once finished.
+
+    The share lock makes a tool call and the run's reply (which takes the row ``FOR UPDATE``)
+    take turns: evidence recorded by a call is either seen by the delivery check or the call
+    finds the run finished and returns nothing.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT finished_at FROM {Run._meta.db_table} "
+            "WHERE workspace_id = %s AND id = %s FOR SHARE",
+            [workspace_id, run_id],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise NotFound()
+    if row[0] is not None:
+        raise Forbidden("This run has finished; its tools are closed.")
+
+
+def run_evidence_record(
+    *, workspace_id: uuid.UUID, run_id: uuid.UUID, message_ids: Iterable[uuid.UUID], tool: str
+) -> None:
+    """Record messages a tool returned to the run's model, once per message (SPEC §4).
+
+    One statement whatever the page size; a message already in the evidence keeps the tool
+    that first returned it.
+    """
+    ids = list(dict.fromkeys(message_ids))
+    if not ids:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {RunEvidence._meta.db_table} "
+            "(workspace_id, run_id, message_id, tool, created_at) "
+            "SELECT %s, %s, message_id, %s, now() FROM unnest(%s::uuid[]) AS message_id "
+            "ON CONFLICT (run_id, message_id) DO NOTHING",
+            [workspace_id, run_id, tool, ids],
+        )
+
+
+@contextmanager
+def tool_call(
+    *, workspace_id: uuid.UUID, run_id: uuid.UUID | None, tool: str
+) -> Iterator[Callable[[Iterable[Message]], None]]:
+    """Run an agent tool; with a run token, record what it returns as the run's evidence.
+
+    Yields ``returned(messages)``: the tool calls it with what it is about to answer. For a run
+    the read and the record share one transaction under the run's share lock, so a failed call
+    records nothing and a finished run's tools answer ``forbidden``. With an agent token there
+    is no run, no lock and nothing to record.
+    """
+    if run_id is None:
+        yield lambda messages: None
+        return
+    with transaction.atomic():
+        run_open_for_tools(workspace_id=workspace_id, run_id=run_id)
+        returned: list[uuid.UUID] = []
+        yield lambda messages: returned.extend(message.id for message in messages)
+        run_evidence_record(
+            workspace_id=workspace_id, run_id=run_id, message_ids=returned, tool=tool
+        )

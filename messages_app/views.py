@@ -265,14 +265,18 @@ class ListMessagesView(APIView):
             "conversation_id": params["conversationId"],
             "limit": params["limit"],
         }
-        if "direction" in params:
-            page = selectors.message_list_around(
-                **scope, anchor_id=params["anchorId"], direction=params["direction"]
-            )
-        else:
-            page = selectors.message_list(
-                **scope, offset=params["offset"], before_date=params.get("beforeDate")
-            )
+        with services.tool_call(
+            workspace_id=caller.workspace_id, run_id=caller.run_id, tool="list_messages"
+        ) as returned:
+            if "direction" in params:
+                page = selectors.message_list_around(
+                    **scope, anchor_id=params["anchorId"], direction=params["direction"]
+                )
+            else:
+                page = selectors.message_list(
+                    **scope, offset=params["offset"], before_date=params.get("beforeDate")
+                )
+            returned(page.items)
         body = {
             "items": [message_summary(m) for m in page.items],
             "total": page.total,
@@ -292,13 +296,18 @@ class SearchMessagesView(APIView):
 
     def get(self, request: Request) -> Response:
         params = query_params(request, SearchMessagesQuery)
-        items = selectors.message_search(
-            workspace_id=request.user.workspace_id,
-            agent_id=request.user.agent_id,
-            query=params["query"],
-            limit=params["limit"],
-            conversation_id=params.get("conversationId"),
-        )
+        caller = request.user
+        with services.tool_call(
+            workspace_id=caller.workspace_id, run_id=caller.run_id, tool="search_messages"
+        ) as returned:
+            items = selectors.message_search(
+                workspace_id=caller.workspace_id,
+                agent_id=caller.agent_id,
+                query=params["query"],
+                limit=params["limit"],
+                conversation_id=params.get("conversationId"),
+            )
+            returned(items)
         return Response(
             {
                 "items": [message_summary(m) for m in items],
@@ -321,11 +330,14 @@ class MessageView(APIView):
         check_query_keys(request, allowed=set())
 
     def get(self, request: Request, message_id: uuid.UUID) -> Response:
-        message = selectors.message_get(
-            workspace_id=request.user.workspace_id,
-            agent_id=request.user.agent_id,
-            message_id=message_id,
-        )
+        caller = request.user
+        with services.tool_call(
+            workspace_id=caller.workspace_id, run_id=caller.run_id, tool="get_message"
+        ) as returned:
+            message = selectors.message_get(
+                workspace_id=caller.workspace_id, agent_id=caller.agent_id, message_id=message_id
+            )
+            returned([message])
         return Response(MessageSummarySerializer(message).data)
 
     def patch(self, request: Request, message_id: uuid.UUID) -> Response:

@@ -11,11 +11,14 @@ canonical message and recheck the perspective rules there.
 
 from __future__ import annotations
 
-from django.contrib.postgres.indexes import GinIndex
-from django.contrib.postgres.search import SearchVectorField
-from django.db import models
+import uuid
 
-from messages_app.models import Message
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.db import models
+from django.utils import timezone
+
+from messages_app.models import Agent, Message, Run, Workspace
 
 # The one text-search configuration, used to index and to query (README: "Full-text search").
 # It is PostgreSQL's ``english`` (Snowball stemming, English stop words) with ``unaccent`` in
@@ -54,3 +57,66 @@ class MessageSearchDocument(models.Model):
 
     def __str__(self) -> str:
         return f"search document of {self.message_id}"
+
+
+class AgentMemory(models.Model):
+    """Something an agent chose to remember from a run, never more visible than its sources.
+
+    Its lineage (``MemoryLineage``) is the run's evidence when it was written, flattened to
+    every original source message, so a memory is only returned to a later run whose
+    destination every source's audience permits (SPEC §3 rule 4, applied to memories).
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="memories")
+    run = models.ForeignKey(
+        Run, on_delete=models.PROTECT, related_name="memories", help_text="The run that wrote it."
+    )
+    content = models.TextField()
+    document = models.GeneratedField(
+        expression=SearchVector("content", config=SEARCH_CONFIG),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "agent_memories"
+        ordering = ["-created_at", "id"]
+        verbose_name_plural = "agent memories"
+        indexes = [GinIndex(fields=["agent_id", "document"], name="agent_memory_gin")]
+
+    def __str__(self) -> str:
+        return f"memory {self.id}"
+
+
+class MemoryLineage(models.Model):
+    """One source message of a memory: the closure, like ``MessageLineage``."""
+
+    memory = models.ForeignKey(AgentMemory, on_delete=models.CASCADE, related_name="lineage")
+    source = models.ForeignKey(Message, on_delete=models.PROTECT, related_name="+")
+
+    class Meta:
+        db_table = "agent_memory_lineage"
+        constraints = [
+            models.UniqueConstraint(fields=["memory", "source"], name="memory_lineage_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.memory_id} <- {self.source_id}"
+
+
+class RunMemory(models.Model):
+    """A memory returned to a run: its lineage travels with the run's reply and memories."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="memories_used")
+    memory = models.ForeignKey(AgentMemory, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "run_memories"
+        constraints = [models.UniqueConstraint(fields=["run", "memory"], name="run_memory_once")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} used {self.memory_id}"

@@ -3,9 +3,10 @@
 SECURITY INVARIANT: everything here only *narrows*. Each rule is a condition or an anti-join on
 the canonical tables (memberships, identity links, lineage), evaluated by PostgreSQL inside the
 same statement that reads the messages; nothing in this module ever adds a message to a result,
-and nothing filters rows in Python after a fetch. search_history hits and their neighbours
-(and, with lineage, the final delivery check) all embed ``scope_ctes`` and
-``eligible_condition``, so the rules live here and nowhere else.
+and nothing filters rows in Python after a fetch. search_history hits and their neighbours,
+the audit's exclusion counts and the final delivery check (``exclusion_reason``) and memories
+(``memory_eligible_condition``) all embed ``scope_ctes``, so the rules live here and nowhere
+else.
 
 A run fixes agent A, destination D and requester R. Message m in conversation S is eligible when
 
@@ -41,6 +42,7 @@ from messages_app.models import (
     MessageLineage,
     Run,
 )
+from search_app.models import MemoryLineage
 
 ACCOUNTS = Account._meta.db_table
 CONVERSATIONS = Conversation._meta.db_table
@@ -49,6 +51,7 @@ MEMBERSHIPS = Membership._meta.db_table
 MESSAGES = Message._meta.db_table
 LINEAGE = MessageLineage._meta.db_table
 LIVE = IdentityLinkStatus.VERIFIED.value
+MEMORY_LINEAGE = MemoryLineage._meta.db_table
 
 
 @dataclass(frozen=True)
@@ -214,15 +217,22 @@ def eligible_condition(alias: str, *, projection: bool = False) -> str:
     )"""
 
 
-def exclusion_reason(alias: str) -> str:
+def exclusion_reason(alias: str, *, prompt_rule: bool = True) -> str:
     """The first of rules 1 to 5 that message ``alias`` fails, or NULL when it is eligible.
 
-    For the audit's exclusion counts, given ``scope_ctes`` and ``alias``'s conversation as
-    ``c``. Each branch is the negation of one clause of ``eligible_condition``, in SPEC order;
-    rule 3 is split so a withheld ``unknown`` audience is told apart from one that does not
-    fit the destination.
+    For the audit's exclusion counts and, without rule 5 (``prompt_rule=False``), the final
+    delivery check; given ``scope_ctes`` and ``alias``'s conversation as ``c``. Each branch is
+    the negation of one clause of ``eligible_condition``, in SPEC order; rule 3 is split so a
+    withheld ``unknown`` audience is told apart from one that does not fit the destination.
     """
     m = alias
+    in_prompt = (
+        f"""
+        WHEN {m}.id = %(p_current)s THEN 'current_message'
+        WHEN {m}.id = ANY(%(p_recent)s::uuid[]) THEN 'recent_history'"""
+        if prompt_rule
+        else ""
+    )
     return f"""CASE
         WHEN {m}.workspace_id <> %(p_workspace)s OR NOT EXISTS (
             SELECT 1 FROM {MEMBERSHIPS} AS observer
@@ -239,7 +249,18 @@ def exclusion_reason(alias: str) -> str:
             JOIN {MESSAGES} AS source ON source.id = lineage.source_id
             WHERE lineage.message_id = {m}.id
               AND source.conversation_id NOT IN (SELECT id FROM permitted))
-            THEN 'lineage'
-        WHEN {m}.id = %(p_current)s THEN 'current_message'
-        WHEN {m}.id = ANY(%(p_recent)s::uuid[]) THEN 'recent_history'
+            THEN 'lineage'{in_prompt}
     END"""
+
+
+def memory_eligible_condition(alias: str) -> str:
+    """Rule 4 for memory ``alias``: every source in its lineage is in a permitted conversation.
+
+    A memory is the agent's own and has no audience of its own; it is exactly as visible as
+    the strictest of its sources, like an agent reply.
+    """
+    return f"""NOT EXISTS (
+        SELECT 1 FROM {MEMORY_LINEAGE} AS lineage
+        JOIN {MESSAGES} AS source ON source.id = lineage.source_id
+        WHERE lineage.memory_id = {alias}.id
+          AND source.conversation_id NOT IN (SELECT id FROM permitted))"""

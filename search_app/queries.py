@@ -35,8 +35,8 @@ from datetime import datetime
 
 from django.db import connection
 
-from messages_app.models import Account, Agent, Conversation, Message
-from search_app.models import MessageSearchDocument
+from messages_app.models import Account, Agent, Conversation, Message, RunEvidence
+from search_app.models import AgentMemory, MessageSearchDocument, RunMemory
 from search_app.perspective import (
     CONVERSATIONS,
     MEMBERSHIPS,
@@ -44,6 +44,7 @@ from search_app.perspective import (
     Perspective,
     eligible_condition,
     exclusion_reason,
+    memory_eligible_condition,
     scope_ctes,
 )
 from search_app.text import TermQuery
@@ -338,3 +339,52 @@ def exclusion_counts(p: Perspective, query: TermQuery, filters: HistoryFilters) 
     classified = sum(rows.values())
     counts = {reason: count for reason, count in rows.items() if reason is not None}
     return Exclusions(counts=counts, capped=classified >= EXCLUSION_SCAN)
+
+
+def delivery_blockers(p: Perspective, *, run_id) -> dict[str, int]:
+    """Why the run's evidence may not reach its destination now: counts by reason (SPEC §4).
+
+    Every evidence message is checked against rules 1 to 4 as they stand at this moment
+    (rule 5 concerns what the run may be shown, not what it may say); every memory the run was
+    given is checked against rule 4, its lineage. Empty means the reply may be delivered.
+    """
+    sql = f"""
+        WITH {scope_ctes(p)}
+        SELECT reason, count(*) FROM (
+            SELECT {exclusion_reason("m", prompt_rule=False)} AS reason
+            FROM {RunEvidence._meta.db_table} AS evidence
+            JOIN {MESSAGES} AS m ON m.id = evidence.message_id
+            JOIN {CONVERSATIONS} AS c ON c.id = m.conversation_id
+            WHERE evidence.run_id = %(d_run)s
+            UNION ALL
+            SELECT 'lineage' FROM {RunMemory._meta.db_table} AS used
+            JOIN {AgentMemory._meta.db_table} AS memory ON memory.id = used.memory_id
+            WHERE used.run_id = %(d_run)s AND NOT {memory_eligible_condition("memory")}
+        ) AS checked
+        WHERE reason IS NOT NULL
+        GROUP BY reason
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {**p.params(), "d_run": run_id})
+        return dict(cursor.fetchall())
+
+
+def memory_hits(p: Perspective, query: TermQuery, *, limit: int) -> list[AgentMemory]:
+    """The agent's memories matching ``query`` that the run's destination may receive.
+
+    Ranked like a plain full-text search: ``ts_rank_cd`` over the same configuration and OR
+    query as search_history, then newer first, then id.
+    """
+    sql = f"""
+        WITH {scope_ctes(p)}
+        SELECT memory.id, memory.workspace_id, memory.agent_id, memory.run_id, memory.content,
+               memory.created_at, ts_rank_cd(memory.document, %(q_any)s::tsquery) AS rank
+        FROM {AgentMemory._meta.db_table} AS memory
+        WHERE memory.agent_id = %(p_agent)s AND memory.workspace_id = %(p_workspace)s
+          AND memory.document @@ %(q_any)s::tsquery
+          AND {memory_eligible_condition("memory")}
+        ORDER BY rank DESC, memory.created_at DESC, memory.id DESC
+        LIMIT %(m_limit)s
+    """
+    params = {**p.params(), "q_any": query.tsquery, "m_limit": limit}
+    return list(AgentMemory.objects.raw(sql, params))

@@ -14,12 +14,15 @@ from formation.fields import (
     Timestamp,
     format_timestamp,
 )
-from messages_app.serializers import MAX_QUERY_CHARS, message_summary
+from messages_app.serializers import MAX_CONTENT_CHARS, MAX_QUERY_CHARS, message_summary
+from search_app.models import AgentMemory
 from search_app.queries import SPEAKERS, HistoryFilters
 from search_app.services import HistorySearch
 
 MAX_HITS = 20
 DEFAULT_HITS = 8
+MAX_MEMORIES = 50
+DEFAULT_MEMORIES = 10
 
 
 class SearchHistorySerializer(StrictSerializer):
@@ -88,3 +91,29 @@ def search_history_body(result: HistorySearch) -> dict[str, Any]:
             }
         )
     return {"items": items, "total": len(items), "budget": result.budget.summary()}
+
+
+class RunContentSerializer(StrictSerializer):
+    """``{content}``: the body of a run's reply or memory."""
+
+    content = Text(max_length=MAX_CONTENT_CHARS, allow_blank=False)
+
+
+class MemorySearchQuery(StrictSerializer):
+    """``GET /memories?query=…&limit=…``."""
+
+    query = Text(max_length=MAX_QUERY_CHARS)
+    limit = serializers.IntegerField(min_value=1, max_value=MAX_MEMORIES, default=DEFAULT_MEMORIES)
+
+
+def memory_body(memory: AgentMemory) -> dict[str, Any]:
+    body = {
+        "id": str(memory.id),
+        "agentId": str(memory.agent_id),
+        "runId": str(memory.run_id),
+        "content": memory.content,
+        "createdAt": format_timestamp(memory.created_at),
+    }
+    if hasattr(memory, "lineage_count"):
+        body["lineageCount"] = memory.lineage_count
+    return body

@@ -18,14 +18,24 @@ from django.utils import timezone
 
 from audit_app import services as audit
 from audit_app.models import SearchOutcome
-from formation.errors import Forbidden, NotFound, SearchBudgetExhausted
-from messages_app.models import Run, RunEvidence
+from formation.errors import (
+    DeliveryBlocked,
+    Forbidden,
+    InvalidArguments,
+    NotFound,
+    SearchBudgetExhausted,
+)
+from messages_app.models import Message, MessageLineage, Run, RunEvidence
+from messages_app.services import MessageDraft, message_create
+from search_app.models import AgentMemory, MemoryLineage, RunMemory
 from search_app.perspective import Perspective
 from search_app.queries import (
     HistoryFilters,
     Hit,
     attach_neighbours,
+    delivery_blockers,
     exclusion_counts,
+    memory_hits,
     ranked_hits,
 )
 from search_app.text import highlights, parse_query
@@ -56,7 +66,9 @@ class HistorySearch:
     trimmed: int
 
 
-def _lock_run(*, workspace_id, run_id) -> Run:
+def _lock_run(*, workspace_id, run_id, open_only: bool = True) -> Run:
+    """The run, locked ``FOR UPDATE`` until the transaction ends; ``forbidden`` once finished
+    unless ``open_only`` is false."""
     run = (
         Run.objects.select_for_update(of=("self",))
         .select_related("conversation")
@@ -65,7 +77,7 @@ def _lock_run(*, workspace_id, run_id) -> Run:
     )
     if run is None:
         raise NotFound()
-    if run.finished_at is not None:
+    if open_only and run.finished_at is not None:
         raise Forbidden("This run has finished; its tools are closed.")
     return run
 
@@ -167,3 +179,106 @@ def search_history(
     if exhausted is not None:
         raise SearchBudgetExhausted(details={"budget": exhausted.summary()})
     return HistorySearch(hits=hits, highlights=marked, budget=budget, trimmed=trimmed)
+
+
+# --- delivery and memories (SPEC §4) ---------------------------------------------------------
+
+
+def _camel(reason: str) -> str:
+    head, *rest = reason.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _run_sources(run: Run) -> list:
+    """What the run's model has seen: its evidence, then the lineage of memories it was given.
+
+    Evidence messages come first in the order they were returned; each message's own sources
+    are added when the lineage is stored (its closure), so chains flatten to the originals.
+    """
+    evidence = RunEvidence.objects.filter(run=run).order_by("created_at", "id")
+    remembered = MemoryLineage.objects.filter(
+        memory__in=RunMemory.objects.filter(run=run).values("memory")
+    ).order_by("memory_id", "source_id")
+    return list(
+        dict.fromkeys(
+            [
+                *evidence.values_list("message_id", flat=True),
+                *remembered.values_list("source_id", flat=True),
+            ]
+        )
+    )
+
+
+def run_reply(*, workspace_id, run_id, content: str) -> Message:
+    """Deliver the agent's reply to the run's destination after the final delivery check.
+
+    The run row is locked first, so no tool call can add evidence between the check and the
+    store, and a second reply waits and then finds the run finished. Rules 1-4 are evaluated
+    for every evidence message as the workspace stands now: a link revoked, a reader added or
+    a source deleted since the search blocks the reply, and nothing is stored. The error says
+    how many messages block it and why, nothing about which.
+    """
+    with transaction.atomic():
+        run = _lock_run(workspace_id=workspace_id, run_id=run_id, open_only=False)
+        if run.finished_at is not None:
+            raise InvalidArguments("This run has already replied; a run replies once.")
+        blockers = delivery_blockers(Perspective.of_run(run), run_id=run.id)
+        if blockers:
+            raise DeliveryBlocked(
+                details={
+                    "blocked": sum(blockers.values()),
+                    "reasons": {_camel(reason): count for reason, count in blockers.items()},
+                }
+            )
+        reply = message_create(
+            conversation=run.conversation,
+            draft=MessageDraft(
+                content=content,
+                sender_agent_id=run.agent_id,
+                reply_to_id=run.current_message_id,
+                lineage=_run_sources(run),
+            ),
+        )
+        run.finished_at = timezone.now()
+        run.save(update_fields=["finished_at"])
+    return reply
+
+
+def memory_create(*, workspace_id, run_id, content: str) -> AgentMemory:
+    """Store a memory of the run's agent with everything the run has seen as its lineage.
+
+    Allowed after the reply too (the evidence is final by then). The lineage is flattened:
+    the evidence, each evidence message's own closure, and the lineage of memories the run
+    was given, so a memory of a memory is as restricted as the first.
+    """
+    with transaction.atomic():
+        run = _lock_run(workspace_id=workspace_id, run_id=run_id, open_only=False)
+        direct = _run_sources(run)
+        inherited = MessageLineage.objects.filter(message_id__in=direct).values_list(
+            "source_id", flat=True
+        )
+        sources = list(dict.fromkeys([*direct, *inherited]))
+        memory = AgentMemory.objects.create(
+            workspace_id=workspace_id, agent_id=run.agent_id, run=run, content=content
+        )
+        MemoryLineage.objects.bulk_create(
+            MemoryLineage(memory=memory, source_id=source) for source in sources
+        )
+    memory.lineage_count = len(sources)
+    return memory
+
+
+def memory_search(*, workspace_id, run_id, query_text: str, limit: int) -> list[AgentMemory]:
+    """The agent's memories that match and that the run's destination may receive.
+
+    What is returned joins the run's inputs (``RunMemory``), so a reply or memory written
+    after it inherits the memories' lineage.
+    """
+    query = parse_query(query_text)
+    with transaction.atomic():
+        run = _lock_run(workspace_id=workspace_id, run_id=run_id)
+        memories = memory_hits(Perspective.of_run(run), query, limit=limit)
+        RunMemory.objects.bulk_create(
+            [RunMemory(run=run, memory=memory) for memory in memories], ignore_conflicts=True
+        )
+    return memories
