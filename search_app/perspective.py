@@ -184,6 +184,11 @@ def scope_ctes(p: Perspective) -> str:
     ctes.append(
         "requester_accounts AS MATERIALIZED (" + _same_person("%(p_requester)s::uuid") + ")"
     )
+    ctes.append(
+        f"""agent_rooms AS MATERIALIZED (
+            SELECT DISTINCT conversation_id FROM {MEMBERSHIPS} WHERE agent_id = %(p_agent)s
+        )"""
+    )
     return ",\n".join(ctes)
 
 
@@ -217,37 +222,55 @@ def eligible_condition(alias: str, *, projection: bool = False) -> str:
     )"""
 
 
-def exclusion_reason(alias: str, *, prompt_rule: bool = True) -> str:
+def exclusion_reason(alias: str, *, projection: bool = False, prompt_rule: bool = True) -> str:
     """The first of rules 1 to 5 that message ``alias`` fails, or NULL when it is eligible.
 
     For the audit's exclusion counts and, without rule 5 (``prompt_rule=False``), the final
     delivery check; given ``scope_ctes`` and ``alias``'s conversation as ``c``. Each branch is
-    the negation of one clause of ``eligible_condition``, in SPEC order; rule 3 is split so a
-    withheld ``unknown`` audience is told apart from one that does not fit the destination.
+    the negation of one clause of ``eligible_condition``; rule 3 is split so a withheld
+    ``unknown`` audience is told apart from one that does not fit the destination. With
+    ``projection``, ``alias`` is a ``message_search_documents`` row and "deleted" means its
+    canonical message is no longer live.
+
+    Order: the checks that depend only on the conversation come first (never a member: not
+    observed; unknown audience; audience), each one hashed look-up, then the per-message ones
+    (membership interval: not observed; deleted; lineage; rule 5). On a large corpus most
+    matches are settled by the first group, so a message failing several rules is counted
+    under the first in this order.
     """
     m = alias
+    message_id = f"{m}.message_id" if projection else f"{m}.id"
+    deleted = (
+        f"NOT EXISTS (SELECT 1 FROM {MESSAGES} AS live WHERE live.id = {m}.message_id "
+        "AND live.deleted_at IS NULL)"
+        if projection
+        else f"{m}.deleted_at IS NOT NULL"
+    )
     in_prompt = (
         f"""
-        WHEN {m}.id = %(p_current)s THEN 'current_message'
-        WHEN {m}.id = ANY(%(p_recent)s::uuid[]) THEN 'recent_history'"""
+        WHEN {message_id} = %(p_current)s THEN 'current_message'
+        WHEN {message_id} = ANY(%(p_recent)s::uuid[]) THEN 'recent_history'"""
         if prompt_rule
         else ""
     )
     return f"""CASE
-        WHEN {m}.workspace_id <> %(p_workspace)s OR NOT EXISTS (
+        WHEN {m}.workspace_id <> %(p_workspace)s
+          OR {m}.conversation_id NOT IN (SELECT conversation_id FROM agent_rooms)
+            THEN 'not_observed'
+        WHEN c.kind = '{ConversationKind.UNKNOWN.value}' THEN 'unknown_audience'
+        WHEN {m}.conversation_id NOT IN (SELECT id FROM permitted) THEN 'audience'
+        WHEN NOT EXISTS (
             SELECT 1 FROM {MEMBERSHIPS} AS observer
             WHERE observer.agent_id = %(p_agent)s
               AND observer.conversation_id = {m}.conversation_id
               AND observer.joined_at <= {m}.created_at
               AND (observer.left_at IS NULL OR observer.left_at > {m}.created_at))
             THEN 'not_observed'
-        WHEN {m}.deleted_at IS NOT NULL THEN 'deleted'
-        WHEN c.kind = '{ConversationKind.UNKNOWN.value}' THEN 'unknown_audience'
-        WHEN {m}.conversation_id NOT IN (SELECT id FROM permitted) THEN 'audience'
+        WHEN {deleted} THEN 'deleted'
         WHEN EXISTS (
             SELECT 1 FROM {LINEAGE} AS lineage
             JOIN {MESSAGES} AS source ON source.id = lineage.source_id
-            WHERE lineage.message_id = {m}.id
+            WHERE lineage.message_id = {message_id}
               AND source.conversation_id NOT IN (SELECT id FROM permitted))
             THEN 'lineage'{in_prompt}
     END"""

@@ -298,7 +298,7 @@ def attach_neighbours(p: Perspective, hits: list[Hit]) -> None:
 
 @dataclass(frozen=True)
 class Exclusions:
-    """How many matches were withheld, by the first rule of SPEC §3 each one fails."""
+    """How many matches were withheld, by reason (``perspective.exclusion_reason``)."""
 
     counts: dict[str, int]
     capped: bool
@@ -308,21 +308,21 @@ def exclusion_counts(p: Perspective, query: TermQuery, filters: HistoryFilters) 
     """Classify the search's matches in the workspace (within the caller's filters).
 
     Bounded for large corpora: at most ``EXCLUSION_SCAN`` matches, in index order, are read
-    from the projection and checked on their canonical message; ``capped`` says more existed.
-    ``perspective.exclusion_reason`` names the first rule each one fails.
+    from the projection and classified by ``perspective.exclusion_reason`` (which checks the
+    canonical message only for "deleted"); ``capped`` says more matches existed.
     """
     sql = f"""
         WITH {scope_ctes(p)},
         matched AS (
-            SELECT d.message_id FROM {DOCUMENTS} AS d
+            SELECT d.message_id, d.workspace_id, d.conversation_id, d.created_at
+            FROM {DOCUMENTS} AS d
             WHERE d.workspace_id = %(p_workspace)s AND d.document @@ %(q_any)s::tsquery
                   {_filter_sql(filters)}
             LIMIT %(x_scan)s
         ), classified AS (
-            SELECT {exclusion_reason("m")} AS reason
-            FROM matched
-            JOIN {MESSAGES} AS m ON m.id = matched.message_id
-            JOIN {CONVERSATIONS} AS c ON c.id = m.conversation_id
+            SELECT {exclusion_reason("d", projection=True)} AS reason
+            FROM matched AS d
+            JOIN {CONVERSATIONS} AS c ON c.id = d.conversation_id
         )
         SELECT reason, count(*) FROM classified GROUP BY reason
     """
