@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from messages_app import services
-from messages_app.models import Account, Agent, Conversation, Workspace
+from messages_app.models import Account, Agent, Conversation, Run, Workspace
 
 DEMO_SLUG = "demo"
 
@@ -84,18 +84,17 @@ def demo_workspace_load() -> DemoWorkspace:
     return DemoWorkspace(workspace=workspace, agent=agent, created=True)
 
 
-def demo_run_create(demo: DemoWorkspace) -> str:
-    """A fresh run in Ada's direct conversation with the agent; returns its run token.
+def demo_run_create(demo: DemoWorkspace) -> tuple[Run, str]:
+    """A fresh run in Ada's direct conversation with the agent, and its run token.
 
     From there search_history may use the public room, Ada's direct room and the private room
     Ada reads, but never the imported archive (unknown audience).
     """
     ada = Account.objects.get(workspace=demo.workspace, external_id="ada")
     direct = Conversation.objects.get(workspace=demo.workspace, title="ada-and-agent")
-    _, run_token = services.run_create(
+    return services.run_create(
         workspace_id=demo.workspace.id,
         agent_id=demo.agent.id,
         conversation_id=direct.id,
         requester_id=ada.id,
     )
-    return run_token

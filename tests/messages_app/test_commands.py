@@ -170,3 +170,22 @@ def test_load_demo_run_token_searches_history_from_adas_direct_room(settings):
     assert found.status_code == 200
     kinds = {item["conversation"]["kind"] for item in found.json()["items"]}
     assert kinds == {"public", "private", "direct"}
+
+
+@pytest.mark.django_db
+def test_load_demo_run_id_opens_the_runs_trace_and_reply(settings):
+    """The printed run id goes with the run token: the trace lists the demo search, and the
+    reply from Ada's direct room (evidence from public, private and direct rooms Ada reads)
+    is delivered."""
+    settings.DEBUG = True
+    out = io.StringIO()
+    call_command("load_demo", stdout=out)
+    lines = dict(line.split(":", 1) for line in out.getvalue().splitlines() if ":" in line)
+    run_id, run_token = lines["Run id"].strip(), lines["Run token"].split()[0]
+    client = factories.bearer_client(run_token)
+    searched = client.post("/api/v1/history/search", {"query": "migration"}, format="json")
+    assert searched.status_code == 200
+    trace = client.get(f"/api/v1/runs/{run_id}/trace").json()
+    assert [item["type"] for item in trace["items"]] == ["search_audit"]
+    reply = client.post(f"/api/v1/runs/{run_id}/reply", {"content": "Noted."}, format="json")
+    assert reply.status_code == 201, reply.json()

@@ -42,5 +42,7 @@ class Command(BaseCommand):
         self.stdout.write(f"Demo agent id:  {demo.agent.id}")
         self.stdout.write(f"Service token:  {service_token}")
         self.stdout.write(f"Agent token:    {agent_token}")
-        self.stdout.write(f"Run token:      {demo_run_create(demo)}  (Ada's direct conversation)")
+        run, run_token = demo_run_create(demo)
+        self.stdout.write(f"Run id:         {run.id}")
+        self.stdout.write(f"Run token:      {run_token}  (Ada's direct conversation)")
         self.stdout.write(f"Admin login:    {admin_username} / {password}")
