@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 TEST_SETTINGS := DJANGO_SETTINGS_MODULE=formation.settings_test
 
-.PHONY: install run test lint format db-start db-stop db-status
+.PHONY: install run serve test lint format db-start db-stop db-status
 
 $(BIN)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed: run make with PYTHON=/path/to/python3.11")'
@@ -24,10 +24,18 @@ run: install
 	@echo "Serving the API on http://$(HOST):$(PORT)/api/v1/ and the admin on http://$(HOST):$(PORT)/admin/"
 	DEBUG=1 $(BIN)/python manage.py runserver $(HOST):$(PORT)
 
+# Production serving: needs the production environment (SECRET_KEY, SEARCH_AUDIT_KEYS,
+# ALLOWED_HOSTS, ...; see the README). GUNICORN_BIND defaults to HOST:PORT.
+serve: install
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
+	GUNICORN_BIND="$${GUNICORN_BIND:-$(HOST):$(PORT)}" $(BIN)/gunicorn --config python:formation.gunicorn_conf
+
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(TEST_SETTINGS) $(BIN)/python manage.py makemigrations --check --dry-run
+	$(TEST_SETTINGS) $(BIN)/python manage.py spectacular --validate --fail-on-warn --file /dev/null
 	$(BIN)/pytest
 
 lint: install

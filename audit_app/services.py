@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from audit_app.digests import current_digest
@@ -60,14 +60,7 @@ def search_event_record(
         filters=filters,
         hit_ids=hit_ids,
         neighbour_ids=neighbour_ids,
-        rankings=[
-            {
-                "messageId": str(hit.message.id),
-                "score": round(hit.score, 6),
-                "components": {name: round(value, 6) for name, value in hit.components.items()},
-            }
-            for hit in hits
-        ],
+        rankings=[_ranking(hit) for hit in hits],
         exclusions={reason: exclusions.get(reason, 0) for reason in EXCLUSION_REASONS},
         exclusions_capped=exclusions_capped,
         outcome=outcome,
@@ -76,11 +69,27 @@ def search_event_record(
     )
     try:
         event.save(force_insert=True)
+        # Foreign keys are checked at commit by default; check them now, so a row PostgreSQL
+        # would refuse at commit is refused here and answered as audit_unavailable.
+        with connection.cursor() as cursor:
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
     except DatabaseError as error:
         # Only the error's class: its text could quote the row.
         logger.error("search audit write failed (%s); the search was refused", type(error).__name__)
         raise AuditUnavailable() from None
     return event
+
+
+def _ranking(hit) -> dict[str, object]:
+    """One hit's ranking as the answer's ``reasons`` show it: each contribution rounded to six
+    decimals, and the score their rounded sum (rounding the exact sum instead can differ in the
+    last digit, so the record would not add up and would disagree with the answer)."""
+    components = {name: round(value, 6) for name, value in hit.components.items()}
+    return {
+        "messageId": str(hit.message.id),
+        "score": round(sum(components.values()), 6),
+        "components": components,
+    }
 
 
 def filters_record(filters: HistoryFilters, *, limit: int) -> dict[str, object]:

@@ -1,4 +1,4 @@
-"""ASGI entry point."""
+"""ASGI entry point: Django, with ``/mcp`` routed to the MCP server (formation/mcp_server.py)."""
 
 import os
 
@@ -6,4 +6,9 @@ from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "formation.settings")
 
-application = get_asgi_application()
+django_application = get_asgi_application()
+
+# Imported once Django is set up (the line above): the MCP server reads models and settings.
+from formation.mcp_server import route_mcp_asgi  # noqa: E402
+
+application = route_mcp_asgi(django_application)

@@ -9,8 +9,11 @@ lists or the ids of things the caller may not see.
 from __future__ import annotations
 
 import logging
+import math
+import sys
 from typing import Any
 
+import psycopg
 from django.core.exceptions import BadRequest, SuspiciousOperation
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import DatabaseError, OperationalError
@@ -92,6 +95,14 @@ class Unavailable(ApiError):
     default_message = "The service is temporarily unavailable; retry shortly."
 
 
+class RateLimited(ApiError):
+    """Per-token request rate (formation/throttling.py); ``details.retryAfter`` in seconds."""
+
+    code = "rate_limited"
+    status = 429
+    default_message = "Too many requests for this token; retry after the given delay."
+
+
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "details": details or {}}}
 
@@ -126,12 +137,10 @@ def _translate(exc: Exception) -> ApiError:
     if isinstance(exc, drf_exceptions.NotAcceptable):
         return InvalidArguments("Only application/json responses are available.")
     if isinstance(exc, drf_exceptions.Throttled):
-        error = ApiError("Too many requests; slow down.")
-        error.code, error.status = "rate_limited", 429
-        return error
+        # Whole seconds, at least one: what a Retry-After header can carry.
+        return RateLimited(details={"retryAfter": max(1, math.ceil(exc.wait or 1))})
     if isinstance(exc, OperationalError):
-        logger.warning("database unavailable: %s", type(exc).__name__)
-        return Unavailable()
+        return _unavailable(exc)
     if isinstance(exc, DatabaseError):
         # Only the class name: driver messages can quote the offending row's values.
         logger.error("database error: %s", type(exc).__name__)
@@ -146,8 +155,28 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     headers = {}
     if error.status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="api"'
+    if isinstance(error, RateLimited):
+        headers["Retry-After"] = str(error.details["retryAfter"])
     return Response(
         error_body(error.code, error.message, error.details), status=error.status, headers=headers
+    )
+
+
+def _unavailable(exc: OperationalError) -> Unavailable:
+    """A lost connection, or a statement cancelled by the API's statement_timeout: 503."""
+    if isinstance(exc.__cause__, psycopg.errors.QueryCanceled):
+        logger.warning("statement cancelled: %s", type(exc.__cause__).__name__)
+        return Unavailable("The request took too long and was cancelled; retry or narrow it.")
+    logger.warning("database unavailable: %s", type(exc).__name__)
+    return Unavailable()
+
+
+def api_error_response(error: ApiError) -> JsonResponse:
+    """The envelope for an error raised outside DRF (a middleware), same bytes as DRF's."""
+    return JsonResponse(
+        error_body(error.code, error.message, error.details),
+        status=error.status,
+        json_dumps_params={"separators": (",", ":")},
     )
 
 
@@ -173,6 +202,10 @@ def server_error_view(request: HttpRequest) -> HttpResponse:
     """Django's handler500: the envelope under /api/, never a traceback."""
     if not _is_api(request):
         return defaults.server_error(request)
+    # Django calls this while handling the exception; a database outage is still a 503.
+    exc = sys.exc_info()[1]
+    if isinstance(exc, OperationalError):
+        return api_error_response(_unavailable(exc))
     return _json(ApiError.code, ApiError.default_message, 500)
 
 

@@ -24,6 +24,27 @@ def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
+def env_int(name: str, default: int, minimum: int = 0) -> int:
+    value = os.environ.get(name, "").strip() or str(default)
+    if not value.isdigit() or int(value) < minimum:
+        raise SystemExit(f"{name} must be a whole number of at least {minimum} (got {value!r}).")
+    return int(value)
+
+
+def env_rate(name: str, default: str) -> str | None:
+    """A DRF throttle rate such as ``600/min`` (per s, min, hour or day); ``off`` means none."""
+    value = os.environ.get(name, "").strip() or default
+    if value.lower() == "off":
+        return None
+    count, _, period = value.partition("/")
+    if not count.isdigit() or int(count) < 1 or period not in RATE_PERIODS:
+        raise SystemExit(f"{name} must look like 600/min (per s, min, hour or day) or be off.")
+    return value
+
+
+RATE_PERIODS = {"s", "sec", "second", "m", "min", "minute", "h", "hour", "d", "day"}
+
+
 DEBUG = env_bool("DEBUG", False)
 
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
@@ -49,19 +70,25 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "rest_framework",
     "django_filters",
+    "drf_spectacular",
     "messages_app",
     "search_app",
     "audit_app",
 ]
 
 MIDDLEWARE = [
+    # Outermost, so its JSON line times and names every request, static files and errors too.
+    "formation.request_logging.RequestLogMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Innermost: bounds the view's SQL (authentication included) on /api/ only.
+    "formation.db_timeouts.StatementTimeoutMiddleware",
 ]
 
 ROOT_URLCONF = "formation.urls"
@@ -84,7 +111,17 @@ TEMPLATES = [
 WSGI_APPLICATION = "formation.wsgi.application"
 ASGI_APPLICATION = "formation.asgi.application"
 
-CONN_MAX_AGE = int(os.environ.get("CONN_MAX_AGE", "60"))
+# Django's psycopg pool (one per process) lends each request an open connection instead of
+# connecting per request. It replaces persistent connections: Django requires CONN_MAX_AGE=0
+# with it. It applies to DATABASE_URL and the embedded cluster alike; set DATABASE_POOL=0 behind
+# a transaction-mode PgBouncer (which pools already), and CONN_MAX_AGE applies instead.
+DATABASE_POOL = env_bool("DATABASE_POOL", True)
+if DATABASE_POOL and env_int("CONN_MAX_AGE", 0):
+    raise SystemExit(
+        "CONN_MAX_AGE keeps connections open, which the connection pool already does: "
+        "unset CONN_MAX_AGE, or set DATABASE_POOL=0 to use it instead of the pool."
+    )
+CONN_MAX_AGE = 0 if DATABASE_POOL else env_int("CONN_MAX_AGE", 60)
 
 if os.environ.get("DATABASE_URL"):
     DATABASES = {
@@ -107,6 +144,18 @@ else:
         }
     }
 
+if DATABASE_POOL:
+    # Size max_size to the worker's threads (gunicorn: GUNICORN_THREADS), so no request waits
+    # for a connection; with the database down a request fails after `timeout` seconds (503).
+    _pool = {
+        "min_size": env_int("DATABASE_POOL_MIN_SIZE", 2),
+        "max_size": env_int("DATABASE_POOL_MAX_SIZE", 4, minimum=1),
+        "timeout": env_int("DATABASE_POOL_TIMEOUT", 5, minimum=1),
+    }
+    if _pool["min_size"] > _pool["max_size"]:
+        raise SystemExit("DATABASE_POOL_MIN_SIZE must not exceed DATABASE_POOL_MAX_SIZE.")
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = _pool
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -123,6 +172,30 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+# WhiteNoise serves the admin's files from STATIC_ROOT (fill it with collectstatic): hashed
+# names cached for a year, gzip copies made once at collectstatic time.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+
+# Every SQL statement of an /api/ request is cancelled after this long (503 unavailable); 0 is
+# off. Management commands and the admin are not bound (formation/db_timeouts.py).
+API_STATEMENT_TIMEOUT_MS = env_int("API_STATEMENT_TIMEOUT_MS", 10_000)
+
+# Per-token request rates (formation/throttling.py), generous: they stop a runaway client, not
+# normal use. Counted per worker process in the "throttle" cache.
+RATE_LIMIT_SERVICE = env_rate("RATE_LIMIT_SERVICE", "6000/min")
+RATE_LIMIT_AGENT = env_rate("RATE_LIMIT_AGENT", "1200/min")
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    # Room for a counter per active token; the default 300 entries would cull live counters.
+    "throttle": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "throttle",
+        "OPTIONS": {"MAX_ENTRIES": 100_000},
+    },
+}
 
 # Bulk import takes up to 5,000 messages in one body; larger bodies are refused before parsing.
 MAX_REQUEST_BODY_BYTES = int(os.environ.get("MAX_REQUEST_BODY_BYTES", str(32 * 1024 * 1024)))
@@ -134,11 +207,40 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["formation.parsers.StrictJSONParser"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_THROTTLE_CLASSES": ["formation.throttling.TokenRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"service": RATE_LIMIT_SERVICE, "agent": RATE_LIMIT_AGENT},
     "EXCEPTION_HANDLER": "formation.errors.api_exception_handler",
     "UNAUTHENTICATED_USER": None,
     "UNAUTHENTICATED_TOKEN": None,
     # OPTIONS answers method_not_allowed rather than describing serializers.
     "DEFAULT_METADATA_CLASS": None,
+    # ?format= is an unknown parameter like any other, not DRF's renderer switch.
+    "URL_FORMAT_OVERRIDE": None,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+
+# OpenAPI 3 at /api/schema/ and Swagger UI at /api/docs/; every annotation is in
+# formation/openapi.py. Both pages are public and ignore any Authorization header.
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Formation history API",
+    "DESCRIPTION": (
+        "Conversations between people and AI agents: ingestion for the runtime (service token) "
+        "and the agent tools list_messages, get_message, search_messages and search_history "
+        '(agent or run token). Every error is {"error": {"code", "message", "details"}}; '
+        "any endpoint also answers invalid_arguments (400) to an Accept header that excludes "
+        "application/json. The same four tools are served over MCP at /mcp."
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_AUTHENTICATION": [],
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "COMPONENT_SPLIT_REQUEST": True,
+    # PATCH /messages/{id} requires its one field: no "Patched" all-optional component.
+    "COMPONENT_SPLIT_PATCH": False,
+    # Swagger UI's assets come from the CDN (the schema itself is local); pinned to a major.
+    "SWAGGER_UI_DIST": "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5",
+    "SWAGGER_UI_FAVICON_HREF": "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/favicon-32x32.png",
 }
 
 # Keys for the search audit's query digests (SPEC §7): "id:secret" pairs, comma-separated, the
@@ -165,7 +267,11 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
-SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "0"))
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+# Probes come over plain HTTP from inside the network; a redirect would read as a failure.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 if env_bool("USE_X_FORWARDED_PROTO", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
@@ -173,13 +279,20 @@ if env_bool("USE_X_FORWARDED_PROTO", False):
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "filters": {"strip_query_strings": {"()": "formation.log_filters.StripQueryStrings"}},
+    # One JSON object per line (formation/json_logging.py): a fixed set of fields, never a
+    # record's other attributes or an exception's message.
+    "formatters": {"json": {"()": "formation.json_logging.JsonFormatter"}},
+    "filters": {
+        "request_context": {"()": "formation.json_logging.RequestContext"},
+        "route_not_path": {"()": "formation.json_logging.RouteNotPath"},
+        "strip_query_strings": {"()": "formation.log_filters.StripQueryStrings"},
+    },
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
-            "formatter": "plain",
-            "filters": ["strip_query_strings"],
+            "formatter": "json",
+            # In this order: route_not_path reads the request that strip_query_strings drops.
+            "filters": ["request_context", "route_not_path", "strip_query_strings"],
         }
     },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
@@ -188,5 +301,9 @@ LOGGING = {
         "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
         # runserver's access log; the handler's filter strips query strings (search text).
         "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        # SQL with its parameters (message text) is logged at DEBUG when DEBUG is on: never.
+        "django.db.backends": {"level": "INFO"},
+        # The pool logs every checkout and return at INFO.
+        "psycopg.pool": {"level": "WARNING"},
     },
 }

@@ -3,13 +3,20 @@
 from django.contrib import admin
 from django.urls import include, path, re_path
 
+from formation import health
 from formation.errors import not_found_view
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    # Probes: plain JSON, no token, outside the versioned API.
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
     path("api/v1/", include("messages_app.urls")),
     path("api/v1/", include("search_app.urls")),
     path("api/v1/", include("audit_app.urls")),
+    path("api/v1/", include("formation.tool_urls")),
+    # OpenAPI schema and Swagger UI, public; including the module registers its annotations.
+    path("api/", include("formation.openapi")),
     # Any other /api/ path is the JSON not_found, also under DEBUG (which bypasses handler404
     # and would list every URL pattern).
     re_path(r"^api/", not_found_view),

@@ -1,4 +1,4 @@
-"""WSGI entry point."""
+"""WSGI entry point: Django, with ``/mcp`` routed to the MCP server (formation/mcp_server.py)."""
 
 import os
 
@@ -6,4 +6,9 @@ from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "formation.settings")
 
-application = get_wsgi_application()
+django_application = get_wsgi_application()
+
+# Imported once Django is set up (the line above): the MCP server reads models and settings.
+from formation.mcp_server import route_mcp_wsgi  # noqa: E402
+
+application = route_mcp_wsgi(django_application)

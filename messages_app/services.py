@@ -290,13 +290,22 @@ def _default_role(draft: MessageDraft) -> str:
     return MessageRole.ASSISTANT if draft.sender_agent_id else MessageRole.USER
 
 
-def messages_create(*, conversation: Conversation, drafts: Sequence[MessageDraft]) -> list[Message]:
-    """Store drafts in order, all or nothing, assigning consecutive seqs."""
+def messages_create(
+    *,
+    conversation: Conversation,
+    drafts: Sequence[MessageDraft],
+    lineage_cap: int | None = MAX_LINEAGE_PER_REQUEST,
+) -> list[Message]:
+    """Store drafts in order, all or nothing, assigning consecutive seqs.
+
+    ``lineage_cap`` bounds what one API request may name; a run's reply passes ``None``, since
+    its lineage is whatever the run read and must be kept whole.
+    """
     if not 1 <= len(drafts) <= MAX_BULK_MESSAGES:
         raise InvalidArguments(f"Send between 1 and {MAX_BULK_MESSAGES} messages.")
-    if sum(len(draft.lineage) for draft in drafts) > MAX_LINEAGE_PER_REQUEST:
+    if lineage_cap is not None and sum(len(draft.lineage) for draft in drafts) > lineage_cap:
         raise InvalidArguments(
-            f"One request may name at most {MAX_LINEAGE_PER_REQUEST} lineage sources in all."
+            f"One request may name at most {lineage_cap} lineage sources in all."
         )
     _check_references(conversation, drafts)
     now = timezone.now()
@@ -356,9 +365,16 @@ def _lineage_closure(
     return rows
 
 
-def message_create(*, conversation: Conversation, draft: MessageDraft) -> Message:
+def message_create(
+    *,
+    conversation: Conversation,
+    draft: MessageDraft,
+    lineage_cap: int | None = MAX_LINEAGE_PER_REQUEST,
+) -> Message:
     try:
-        (message,) = messages_create(conversation=conversation, drafts=[draft])
+        (message,) = messages_create(
+            conversation=conversation, drafts=[draft], lineage_cap=lineage_cap
+        )
     except DraftError as problem:
         problem.details.pop("index", None)
         raise

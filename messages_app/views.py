@@ -21,7 +21,7 @@ from rest_framework.viewsets import GenericViewSet
 from formation.auth import IsAgentOrRunToken, IsServiceToken
 from formation.errors import InvalidArguments
 from formation.fields import check_query_keys, query_params
-from messages_app import selectors, services
+from messages_app import selectors, services, tools
 from messages_app.filters import (
     AccountFilter,
     AgentFilter,
@@ -48,7 +48,6 @@ from messages_app.serializers import (
     MessageBulkSerializer,
     MessageCreateSerializer,
     MessageEditSerializer,
-    MessageSummarySerializer,
     RunCreateSerializer,
     RunSerializer,
     SearchMessagesQuery,
@@ -109,6 +108,7 @@ class ServiceViewSet(GenericViewSet):
         return paged(request, queryset, self.filterset_class, self.output_serializer)
 
     def retrieve(self, request: Request, pk: str) -> Response:
+        check_query_keys(request, allowed=set())
         return Response(self.output_serializer(get_or_not_found(self.get_queryset(), pk)).data)
 
 
@@ -257,36 +257,7 @@ class ListMessagesView(APIView):
     permission_classes = [IsAgentOrRunToken]
 
     def get(self, request: Request) -> Response:
-        params = query_params(request, ListMessagesQuery)
-        caller = request.user
-        scope = {
-            "workspace_id": caller.workspace_id,
-            "agent_id": caller.agent_id,
-            "conversation_id": params["conversationId"],
-            "limit": params["limit"],
-        }
-        with services.tool_call(
-            workspace_id=caller.workspace_id, run_id=caller.run_id, tool="list_messages"
-        ) as returned:
-            if "direction" in params:
-                page = selectors.message_list_around(
-                    **scope, anchor_id=params["anchorId"], direction=params["direction"]
-                )
-            else:
-                page = selectors.message_list(
-                    **scope, offset=params["offset"], before_date=params.get("beforeDate")
-                )
-            returned(page.items)
-        body = {
-            "items": [message_summary(m) for m in page.items],
-            "total": page.total,
-            "limit": page.limit,
-            "hasOlder": page.has_older,
-            "hasNewer": page.has_newer,
-        }
-        if page.offset is not None:
-            body["offset"] = page.offset
-        return Response(body)
+        return Response(tools.list_messages(request.user, query_params(request, ListMessagesQuery)))
 
 
 class SearchMessagesView(APIView):
@@ -296,25 +267,7 @@ class SearchMessagesView(APIView):
 
     def get(self, request: Request) -> Response:
         params = query_params(request, SearchMessagesQuery)
-        caller = request.user
-        with services.tool_call(
-            workspace_id=caller.workspace_id, run_id=caller.run_id, tool="search_messages"
-        ) as returned:
-            items = selectors.message_search(
-                workspace_id=caller.workspace_id,
-                agent_id=caller.agent_id,
-                query=params["query"],
-                limit=params["limit"],
-                conversation_id=params.get("conversationId"),
-            )
-            returned(items)
-        return Response(
-            {
-                "items": [message_summary(m) for m in items],
-                "total": len(items),
-                "limit": params["limit"],
-            }
-        )
+        return Response(tools.search_messages(request.user, params))
 
 
 class MessageView(APIView):
@@ -330,15 +283,7 @@ class MessageView(APIView):
         check_query_keys(request, allowed=set())
 
     def get(self, request: Request, message_id: uuid.UUID) -> Response:
-        caller = request.user
-        with services.tool_call(
-            workspace_id=caller.workspace_id, run_id=caller.run_id, tool="get_message"
-        ) as returned:
-            message = selectors.message_get(
-                workspace_id=caller.workspace_id, agent_id=caller.agent_id, message_id=message_id
-            )
-            returned([message])
-        return Response(MessageSummarySerializer(message).data)
+        return Response(tools.get_message(request.user, message_id))
 
     def patch(self, request: Request, message_id: uuid.UUID) -> Response:
         data = validated(MessageEditSerializer, request)

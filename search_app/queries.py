@@ -68,6 +68,7 @@ NEIGHBOUR_SCAN = 1_000
 RECHECK_MARGIN = 5
 # At most this many of a search's matches are classified for the audit's exclusion counts.
 EXCLUSION_SCAN = 2_000
+MORE_MATCHES = "more_matches"
 
 SPEAKERS = ("anyone", "requester", "you")
 DOCUMENTS = MessageSearchDocument._meta.db_table
@@ -318,10 +319,13 @@ def exclusion_counts(p: Perspective, query: TermQuery, filters: HistoryFilters) 
             FROM {DOCUMENTS} AS d
             WHERE d.workspace_id = %(p_workspace)s AND d.document @@ %(q_any)s::tsquery
                   {_filter_sql(filters)}
-            LIMIT %(x_scan)s
+            LIMIT %(x_scan)s + 1
+        ), numbered AS (
+            SELECT matched.*, row_number() OVER () AS position FROM matched
         ), classified AS (
-            SELECT {exclusion_reason("d", projection=True)} AS reason
-            FROM matched AS d
+            SELECT CASE WHEN d.position > %(x_scan)s THEN '{MORE_MATCHES}'
+                        ELSE {exclusion_reason("d", projection=True)} END AS reason
+            FROM numbered AS d
             JOIN {CONVERSATIONS} AS c ON c.id = d.conversation_id
         )
         SELECT reason, count(*) FROM classified GROUP BY reason
@@ -336,9 +340,9 @@ def exclusion_counts(p: Perspective, query: TermQuery, filters: HistoryFilters) 
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = dict(cursor.fetchall())
-    classified = sum(rows.values())
+    capped = rows.pop(MORE_MATCHES, 0) > 0
     counts = {reason: count for reason, count in rows.items() if reason is not None}
-    return Exclusions(counts=counts, capped=classified >= EXCLUSION_SCAN)
+    return Exclusions(counts=counts, capped=capped)
 
 
 def delivery_blockers(p: Perspective, *, run_id) -> dict[str, int]:

@@ -26,10 +26,7 @@ DEFAULT_MEMORIES = 10
 
 
 class SearchHistorySerializer(StrictSerializer):
-    """``{query, speaker?, after?, before?, limit?}``; ``null`` means "not given".
-
-    Whether the query holds a searchable word is for PostgreSQL to say (``parse_query``).
-    """
+    """``{query, speaker?, after?, before?, limit?}``; ``null`` means "not given"."""
 
     query = Text(max_length=MAX_QUERY_CHARS)
     speaker = Choice(choices=SPEAKERS, required=False, allow_null=True)

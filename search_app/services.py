@@ -86,20 +86,19 @@ def _spend(hits: list[Hit], seen: set, remaining: int) -> tuple[list[Hit], list,
     """Keep what fits the budget: hits first (best first), then neighbours (nearest first).
 
     A message already in the run's evidence costs nothing. Returns the kept hits, the newly
-    spent message ids in order, and how many messages were left out.
+    spent message ids in order, and how many distinct messages were left out.
     """
     spent: list = []
-    trimmed = 0
+    left_out: set = set()
 
     def take(message_id) -> bool:
-        nonlocal trimmed
         if message_id in seen:
             return True
         if len(spent) < remaining:
             seen.add(message_id)
             spent.append(message_id)
             return True
-        trimmed += 1
+        left_out.add(message_id)
         return False
 
     kept = [hit for hit in hits if take(hit.message.id)]
@@ -108,7 +107,7 @@ def _spend(hits: list[Hit], seen: set, remaining: int) -> tuple[list[Hit], list,
         allowed = {m.id for m in nearest_first if take(m.id)}
         hit.before = [m for m in hit.before if m.id in allowed]
         hit.after = [m for m in hit.after if m.id in allowed]
-    return kept, spent, trimmed
+    return kept, spent, len(left_out)
 
 
 def search_history(
@@ -190,11 +189,15 @@ def _camel(reason: str) -> str:
 
 
 def _run_sources(run: Run) -> list:
-    """What the run's model has seen: its evidence, then the lineage of memories it was given.
+    """What the run's model has seen: its prompt, its evidence, then its memories' sources.
 
-    Evidence messages come first in the order they were returned; each message's own sources
-    are added when the lineage is stored (its closure), so chains flatten to the originals.
+    The prompt (current message and recent history) is in the destination itself, so it never
+    blocks delivery, but a message there may carry lineage of its own (an earlier reply), which
+    whatever the run writes must inherit. Evidence follows in the order it was returned; each
+    message's own sources are added when the lineage is stored (its closure), so chains
+    flatten to the originals.
     """
+    prompt = [run.current_message_id] if run.current_message_id else []
     evidence = RunEvidence.objects.filter(run=run).order_by("created_at", "id")
     remembered = MemoryLineage.objects.filter(
         memory__in=RunMemory.objects.filter(run=run).values("memory")
@@ -202,6 +205,8 @@ def _run_sources(run: Run) -> list:
     return list(
         dict.fromkeys(
             [
+                *prompt,
+                *run.recent_message_ids,
                 *evidence.values_list("message_id", flat=True),
                 *remembered.values_list("source_id", flat=True),
             ]
@@ -238,6 +243,8 @@ def run_reply(*, workspace_id, run_id, content: str) -> Message:
                 reply_to_id=run.current_message_id,
                 lineage=_run_sources(run),
             ),
+            # Everything the run read travels with the reply, however much that is.
+            lineage_cap=None,
         )
         run.finished_at = timezone.now()
         run.save(update_fields=["finished_at"])
@@ -248,8 +255,8 @@ def memory_create(*, workspace_id, run_id, content: str) -> AgentMemory:
     """Store a memory of the run's agent with everything the run has seen as its lineage.
 
     Allowed after the reply too (the evidence is final by then). The lineage is flattened:
-    the evidence, each evidence message's own closure, and the lineage of memories the run
-    was given, so a memory of a memory is as restricted as the first.
+    the run's prompt and evidence, each of those messages' own closure, and the lineage of
+    memories the run was given, so a memory of a memory is as restricted as the first.
     """
     with transaction.atomic():
         run = _lock_run(workspace_id=workspace_id, run_id=run_id, open_only=False)

@@ -13,13 +13,12 @@ from formation.auth import IsRunToken
 from formation.errors import NotFound
 from formation.fields import check_query_keys, query_params
 from messages_app.serializers import message_summary
-from search_app import services
+from search_app import services, tools
 from search_app.serializers import (
     MemorySearchQuery,
     RunContentSerializer,
     SearchHistorySerializer,
     memory_body,
-    search_history_body,
 )
 
 
@@ -32,14 +31,7 @@ class SearchHistoryView(APIView):
         check_query_keys(request, allowed=set())
         serializer = SearchHistorySerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        result = services.search_history(
-            workspace_id=request.user.workspace_id,
-            run_id=request.user.run_id,
-            query_text=serializer.validated_data["query"],
-            filters=serializer.history_filters(),
-            limit=serializer.hit_limit(),
-        )
-        return Response(search_history_body(result))
+        return Response(tools.search_history(request.user, serializer))
 
 
 class OwnRunView(APIView):

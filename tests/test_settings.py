@@ -78,7 +78,14 @@ def test_check_runs_with_a_secret_key_and_debug_off():
 
 @pytest.mark.parametrize(
     "keys",
-    [None, "", "no-colon-here", "k1:short", ":secret-without-an-id", "k1:0123456789abcdef,k1:fedcba9876543210"],
+    [
+        None,
+        "",
+        "no-colon-here",
+        "k1:short",
+        ":secret-without-an-id",
+        "k1:0123456789abcdef,k1:fedcba9876543210",
+    ],
     ids=["unset", "empty", "no-colon", "short-secret", "no-id", "duplicate-id"],
 )
 def test_check_refuses_to_start_without_valid_audit_keys(keys):

@@ -9,14 +9,19 @@ predicate, so the two can only agree if the production code follows the contract
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from itertools import combinations
 
+import pytest
 from django.db import transaction
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
+from formation.errors import DeliveryBlocked
 from messages_app import services
+from messages_app.models import Message, MessageLineage, RunEvidence
+from search_app import services as search_services
 from tests import factories
 from tests.factories import at
 
@@ -29,6 +34,9 @@ WORDS = ("alpha", "bravo", "migration", "report", "status", "rollout")
 LIMIT = 20
 NEIGHBOURS = 2
 SPEAKERS = ("anyone", "you", "requester")
+# Examples per property: the file stays near a minute on a busy two-core machine.
+SEARCH_EXAMPLES = 40
+DELIVERY_EXAMPLES = 30
 OTHER_RUN_SPEAKERS = ("anyone", "requester")
 
 AGENT = ("agent", 0)  # the run's agent A
@@ -338,6 +346,13 @@ class Oracle:
 class Built:
     runs: list  # one per ``plan.runs()``
     index_of: dict  # message id -> plan index
+    # The objects, by plan index, for the delivery test's mutations.
+    workspace: object = None
+    accounts: list = field(default_factory=list)
+    agents: list = field(default_factory=list)
+    conversations: list = field(default_factory=list)
+    links: list = field(default_factory=list)
+    messages: list = field(default_factory=list)
 
 
 def build(plan: Plan) -> Built:
@@ -358,6 +373,7 @@ def build(plan: Plan) -> Built:
                 key = "account_id" if kind == "account" else "agent_id"
                 services.membership_leave(conversation=room, left_at=at(left), **{key: member.id})
 
+    links = []
     for link_plan in plan.links:
         link = services.identity_link_create(
             workspace_id=workspace.id,
@@ -367,7 +383,8 @@ def build(plan: Plan) -> Built:
         if link_plan.verified:
             link = services.identity_link_verify(link=link)
         if link_plan.revoked:
-            services.identity_link_revoke(link=link)
+            link = services.identity_link_revoke(link=link)
+        links.append(link)
 
     messages = []
     for message_plan in plan.messages:
@@ -394,7 +411,16 @@ def build(plan: Plan) -> Built:
         )[0]
         for run_plan in plan.runs()
     ]
-    return Built(runs=runs, index_of={message.id: i for i, message in enumerate(messages)})
+    return Built(
+        runs=runs,
+        index_of={message.id: i for i, message in enumerate(messages)},
+        workspace=workspace,
+        accounts=accounts,
+        agents=agents,
+        conversations=conversations,
+        links=links,
+        messages=messages,
+    )
 
 
 def describe(plan: Plan, oracle: Oracle) -> None:
@@ -556,7 +582,7 @@ INTERVAL_EDGES = plan_of(
 
 
 @settings(
-    max_examples=80,
+    max_examples=SEARCH_EXAMPLES,
     deadline=None,
     derandomize=True,
     database=None,
@@ -579,6 +605,231 @@ def test_search_history_returns_exactly_what_the_spec_allows(db, plan):
                 speakers = SPEAKERS if number == 0 else OTHER_RUN_SPEAKERS
                 for speaker in speakers:
                     check_search(plan, oracle, run, built.index_of, speaker)
+            raise _Rollback
+    except _Rollback:
+        pass
+
+
+# --- Delivery (SPEC §4): the final check and the lineage later searches inherit ---------------
+
+# What may change between the run's search and its reply.
+MUTATIONS = ("none", "revoke", "reader", "delete")
+# The reply is written "now", after every planned minute.
+REPLY_MINUTE = 10**6
+REPLY_WORD = "replyword"
+
+
+@st.composite
+def delivery_worlds(draw) -> Plan:
+    """Worlds whose agent has been in every room from the start.
+
+    Rule 1 cannot change between a search and its reply, and a world where the agent observed
+    everything returns far more evidence, which is what the delivery check is about.
+    """
+    plan = draw(worlds())
+    memberships = dict(plan.memberships)
+    for room in range(len(plan.kinds)):
+        memberships[room, AGENT] = [(0, None)]
+    return replace(plan, memberships=memberships)
+
+
+# D is 0's direct room; 1's and 2's direct rooms both reach it through a live link, but links
+# do not chain: a reply in D based on both reaches neither 1's room nor 2's (lineage).
+LINKED_ROOMS = plan_of(
+    ["direct", "direct", "direct"],
+    {
+        **{(room, AGENT): NOW for room in range(3)},
+        **{(room, ("account", room)): NOW for room in range(3)},
+    },
+    [said(1, ("account", 1), 5), said(2, ("account", 2), 6)],
+    links=(
+        LinkPlan(0, 1, verified=True, revoked=False),
+        LinkPlan(2, 0, verified=True, revoked=True),
+        LinkPlan(0, 2, verified=True, revoked=False),
+    ),
+)
+# D is private {0}; a public room holds an agent message based on a private room {0, 1}. A new
+# account in D blocks the reply twice (the source: audience; the message based on it: lineage);
+# account 1, a reader of the source, does not.
+LINEAGE_AT_DELIVERY = plan_of(
+    ["private", "public", "private"],
+    {
+        **{(room, AGENT): NOW for room in range(3)},
+        (0, ("account", 0)): NOW,
+        (1, ("account", 0)): NOW,
+        (1, ("account", 1)): NOW,
+        (2, ("account", 0)): NOW,
+        (2, ("account", 1)): NOW,
+    },
+    [said(2, ("account", 1), 5), said(1, AGENT, 6, 0), said(1, ("account", 0), 7)],
+    accounts=2,
+)
+
+
+def delivery_reason(oracle: Oracle, index: int) -> str | None:
+    """The first of rules 1-4 that evidence message ``index`` fails now (SPEC §4), as the
+    error's ``reasons`` key, or None. Rule 5 is not re-evaluated at delivery."""
+    plan = oracle.plan
+    room = plan.messages[index].conversation
+    if not oracle.observed(index):
+        return "notObserved"
+    if index in plan.deleted:
+        return "deleted"
+    if plan.kinds[room] == "unknown":
+        return "unknownAudience"
+    if not oracle.audience_permits(room):
+        return "audience"
+    lineage_rooms = {plan.messages[source].conversation for source in oracle.sources(index)}
+    if not all(oracle.audience_permits(source_room) for source_room in lineage_rooms):
+        return "lineage"
+    return None
+
+
+def mutate(plan: Plan, built: Built, mutation: str, pick: int, evidence: set[int]) -> Plan:
+    """Apply ``mutation`` to the database and return the plan as it stands afterwards."""
+    after = replace(
+        plan,
+        memberships={key: list(spans) for key, spans in plan.memberships.items()},
+        links=list(plan.links),
+        deleted=set(plan.deleted),
+    )
+    destination = plan.destination
+    if mutation == "revoke":
+        live = [i for i, link in enumerate(plan.links) if link.verified and not link.revoked]
+        # Links of the destination's reader are the ones direct-room continuity rests on.
+        readers = plan.readers(destination)
+        touching = [i for i in live if {plan.links[i].account, plan.links[i].linked} & readers]
+        pool = touching or live
+        if pool:
+            chosen = pool[pick % len(pool)]
+            services.identity_link_revoke(link=built.links[chosen])
+            after.links[chosen] = replace(plan.links[chosen], revoked=True)
+            event("delivery: a live link revoked")
+    elif mutation == "reader":
+        readers = plan.readers(destination)
+        outsiders = [a for a in range(plan.accounts) if a not in readers]
+        if plan.kinds[destination] != "public" and outsiders and pick % 2 == 0:
+            account = outsiders[pick // 2 % len(outsiders)]
+            member = built.accounts[account]
+            event("delivery: an existing account joins the destination")
+        else:
+            # A public room is read by every account: only a new account widens it.
+            account = plan.accounts
+            member = factories.make_account(built.workspace)
+            after.accounts += 1
+            event("delivery: a new account joins the destination")
+        factories.join(built.conversations[destination], member)
+        key = (destination, ("account", account))
+        after.memberships[key] = [*after.memberships.get(key, []), (REPLY_MINUTE - 1, None)]
+    elif mutation == "delete" and evidence:
+        chosen = sorted(evidence)[pick % len(evidence)]
+        services.message_delete(message=built.messages[chosen])
+        after.deleted.add(chosen)
+        event("delivery: an evidence message deleted")
+    return after
+
+
+def check_delivery(plan: Plan, built: Built, mutation: str, pick: int) -> None:
+    """Search for the planned run, mutate, reply; compare with the oracle, then search for the
+    reply from every other run and from a new run in the destination."""
+    run_plan, *other_plans = plan.runs()
+    run, *other_runs = built.runs
+    messages = built.messages
+    destination = built.conversations[plan.destination]
+
+    result = factories.history(run, "sample", limit=LIMIT)
+    returned = [m for hit in result.hits for m in (hit.message, *hit.before, *hit.after)]
+    evidence = {built.index_of[m.id] for m in returned}
+    recorded = set(RunEvidence.objects.filter(run=run).values_list("message_id", flat=True))
+    assert recorded == {messages[i].id for i in evidence}
+    before = Oracle(plan, run_plan)
+    assert all(before.eligible(i) for i in evidence)
+
+    after = mutate(plan, built, mutation, pick, evidence)
+    oracle = Oracle(after, run_plan)
+    reasons = Counter(delivery_reason(oracle, i) for i in evidence)
+    reasons.pop(None, None)
+    stored_before = Message.objects.filter(conversation=destination).count()
+
+    def deliver():
+        return search_services.run_reply(
+            workspace_id=run.workspace_id, run_id=run.id, content=f"{REPLY_WORD} answer"
+        )
+
+    if reasons:
+        with pytest.raises(DeliveryBlocked) as blocked:
+            deliver()
+        assert blocked.value.details == {
+            "blocked": sum(reasons.values()),
+            "reasons": dict(reasons),
+        }
+        assert Message.objects.filter(conversation=destination).count() == stored_before
+        run.refresh_from_db()
+        assert run.finished_at is None
+        for reason in reasons:
+            event(f"delivery blocked: {reason}")
+        return
+    reply = deliver()
+    event(f"delivered with {min(len(evidence), 3)}{'+' if len(evidence) >= 3 else ''} evidence")
+
+    # The reply's lineage: what the run saw, its prompt and its evidence (direct), and what
+    # those inherited (the closure).
+    prompt = {run_plan.current, *run_plan.recent} - {None}
+    seen = evidence | prompt
+    inherited = set().union(*(oracle.sources(i) for i in seen)) - seen
+    rows = set(MessageLineage.objects.filter(message=reply).values_list("source_id", "direct"))
+    assert rows == {(messages[i].id, True) for i in seen} | {
+        (messages[i].id, False) for i in inherited
+    }
+    run.refresh_from_db()
+    assert run.finished_at is not None
+
+    final = replace(
+        after,
+        messages=[
+            *after.messages,
+            MessagePlan(plan.destination, AGENT, REPLY_MINUTE, (), tuple(sorted(seen))),
+        ],
+    )
+    reply_index = len(after.messages)
+    fresh, _ = factories.make_run(built.agents[0], destination, built.accounts[0])
+    checks = [*zip(other_plans, other_runs, strict=True), (RunPlan(plan.destination, 0), fresh)]
+    for check_plan, check_run in checks:
+        allowed = Oracle(final, check_plan).eligible(reply_index)
+        found = factories.hit_ids(check_run, REPLY_WORD, limit=LIMIT)
+        assert found == ([reply.id] if allowed else []), (check_plan, found)
+        if check_plan.destination != plan.destination:
+            event(f"reply {'returned' if allowed else 'withheld'} in another room")
+            if not allowed and Oracle(final, check_plan).audience_permits(plan.destination):
+                event("reply withheld only because of its lineage")
+
+
+@settings(
+    max_examples=DELIVERY_EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(plan=delivery_worlds(), mutation=st.sampled_from(MUTATIONS), pick=st.integers(0, 1000))
+# Revoke 0-1: room 1's message and what is based on it stop reaching 0's room.
+@example(plan=LINKS_DO_NOT_CHAIN, mutation="revoke", pick=0)
+@example(plan=LINKS_DO_NOT_CHAIN, mutation="reader", pick=0)
+@example(plan=LINKED_ROOMS, mutation="none", pick=0)
+@example(plan=LINKED_ROOMS, mutation="revoke", pick=1)
+@example(plan=LINEAGE_AT_DELIVERY, mutation="reader", pick=0)
+@example(plan=LINEAGE_AT_DELIVERY, mutation="reader", pick=1)
+# A new account in the public destination: the private room it does not read closes.
+@example(plan=INTERVAL_EDGES, mutation="reader", pick=1)
+@example(plan=INTERVAL_EDGES, mutation="delete", pick=3)
+def test_the_reply_is_delivered_exactly_when_the_spec_allows(db, plan, mutation, pick):
+    """The final delivery check blocks the reply exactly when some evidence message fails
+    rules 1-4 after the drawn change, with the right counts by reason; a delivered reply is
+    found from another destination exactly when its lineage permits it."""
+    try:
+        with transaction.atomic():
+            built = build(plan)
+            check_delivery(plan, built, mutation, pick)
             raise _Rollback
     except _Rollback:
         pass

@@ -1,5 +1,7 @@
 """``manage.py audit_digest TEXT``: the digests an investigator looks a query text up by."""
 
+import sys
+
 from django.core.management.base import BaseCommand, CommandError
 
 from audit_app.digests import every_digest
@@ -12,9 +14,16 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("text", help="The query text, as an agent would have sent it.")
+        parser.add_argument(
+            "text",
+            nargs="?",
+            help="The query text, as an agent would have sent it. Leave it out to read it from "
+            "standard input, which keeps it out of shell history and the process list.",
+        )
 
-    def handle(self, *args, text: str, **options) -> None:
+    def handle(self, *args, text: str | None, **options) -> None:
+        if text is None:
+            text = sys.stdin.read().rstrip("\n")
         if not text.strip():
             raise CommandError("TEXT is empty.")
         for key_id, digest in every_digest(text):

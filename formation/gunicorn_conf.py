@@ -1,0 +1,81 @@
+"""Gunicorn settings for production: ``gunicorn --config python:formation.gunicorn_conf``.
+
+Sized for 2 cores: one process per core, each with a few threads (gthread), because a request
+spends most of its time waiting for PostgreSQL rather than computing. Every value can be
+changed from the environment; the README lists them.
+
+Gunicorn writes no access log: ``formation.request_logging`` writes one JSON line per request
+that names the route, never the path or its query string (search text travels in ``?query=``).
+Gunicorn's own messages use the same JSON formatter.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from gunicorn.glogging import Logger
+
+from formation.json_logging import JsonFormatter
+
+wsgi_app = "formation.wsgi:application"
+
+# "host:port", "unix:/path" or several, comma-separated. Behind a proxy on the same host the
+# default is right; in a container bind 0.0.0.0:8000.
+bind = [
+    address.strip()
+    for address in os.environ.get("GUNICORN_BIND", "127.0.0.1:8000").split(",")
+    if address.strip()
+]
+
+worker_class = "gthread"
+workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
+# Keep DATABASE_POOL_MAX_SIZE at least this, so a thread never waits for a connection.
+threads = int(os.environ.get("GUNICORN_THREADS", "4"))
+
+# A worker silent this long is killed and replaced; requests are bounded well below it by
+# API_STATEMENT_TIMEOUT_MS (5 s by default).
+timeout = int(os.environ.get("GUNICORN_TIMEOUT", "30"))
+# On SIGTERM (deploys, scale-down) requests in flight get this long to finish.
+graceful_timeout = int(os.environ.get("GUNICORN_GRACEFUL_TIMEOUT", "30"))
+# Seconds an idle proxy connection is kept open; the proxy's upstream idle timeout should be
+# shorter, so it never reuses a connection gunicorn is closing.
+keepalive = int(os.environ.get("GUNICORN_KEEPALIVE", "5"))
+
+# Heartbeat files on tmpfs: a disk-backed /tmp can stall workers into the timeout above.
+worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None
+# The gunicornc control socket (gunicorn 25.1+) is not used; a shared default path would also
+# clash between two instances run by one user.
+control_socket_disable = True
+
+accesslog = None
+errorlog = "-"
+loglevel = os.environ.get("LOG_LEVEL", "info").lower()
+
+
+class JsonLogger(Logger):
+    """Gunicorn's messages as JSON lines; its access log is never written."""
+
+    def setup(self, cfg: Any) -> None:
+        super().setup(cfg)
+        for handler in self.error_log.handlers:
+            handler.setFormatter(JsonFormatter())
+
+    def access(self, resp: Any, req: Any, environ: dict, request_time: Any) -> None:
+        """Not even with ``--access-logfile``: its request line carries the query string."""
+
+    def _compute_access_log_enabled(self) -> bool:
+        return False
+
+
+logger_class = JsonLogger
+
+
+def worker_exit(server: Any, worker: Any) -> None:
+    """Close the worker's connection pools, so PostgreSQL sees clean disconnects."""
+    from django.db import connections
+
+    for alias_connection in connections.all(initialized_only=True):
+        close_pool = getattr(alias_connection, "close_pool", None)
+        if close_pool is not None:
+            close_pool()

@@ -1,0 +1,20 @@
+import json
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from formation.tools import STYLES, tool_definitions
+
+
+class Command(BaseCommand):
+    help = (
+        "Print the agent tools (list_messages, get_message, search_messages, search_history) as "
+        "JSON tool definitions for a model API: --format openai (function tools), anthropic "
+        "(tools with input_schema) or mcp. The schemas come from the serializers that validate "
+        "the REST requests."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--format", choices=STYLES, default="openai", dest="style")
+
+    def handle(self, *args, style: str, **options) -> None:
+        self.stdout.write(json.dumps(tool_definitions(style), indent=2, ensure_ascii=False))
