@@ -154,6 +154,7 @@ def scope_ctes(p: Perspective) -> str:
 
     ``permitted``: conversations of the workspace whose audience permits D (rule 3).
     ``sources``: those A was ever a member of, the only ones that can hold observed messages.
+    ``observed_intervals``: A's membership intervals in permitted conversations.
     """
     ctes = [f"destination_readers AS MATERIALIZED ({_destination_readers(p)})"]
     if p.destination_kind == ConversationKind.DIRECT:
@@ -182,6 +183,12 @@ def scope_ctes(p: Perspective) -> str:
         )"""
     )
     ctes.append(
+        f"""observed_intervals AS MATERIALIZED (
+            SELECT conversation_id, joined_at, left_at FROM {MEMBERSHIPS}
+            WHERE agent_id = %(p_agent)s AND conversation_id IN (SELECT id FROM permitted)
+        )"""
+    )
+    ctes.append(
         "requester_accounts AS MATERIALIZED (" + _same_person("%(p_requester)s::uuid") + ")"
     )
     ctes.append(
@@ -202,22 +209,35 @@ def eligible_condition(alias: str, *, projection: bool = False) -> str:
     """
     m = alias
     message_id = f"{m}.message_id" if projection else f"{m}.id"
-    live = "" if projection else f"AND {m}.deleted_at IS NULL"
-    return f"""(
-        {m}.workspace_id = %(p_workspace)s
-        {live}
-        AND {m}.conversation_id IN (SELECT id FROM sources)
+    if projection:
+        # A search reads thousands of projection rows: a hashed semi-join with the agent's few
+        # intervals in permitted conversations, instead of an index probe per row.
+        live = ""
+        observed = f"""EXISTS (
+            SELECT 1 FROM observed_intervals AS observer
+            WHERE observer.conversation_id = {m}.conversation_id
+              AND observer.joined_at <= {m}.created_at
+              AND (observer.left_at IS NULL OR observer.left_at > {m}.created_at))"""
+    else:
+        live = f"AND {m}.deleted_at IS NULL"
+        observed = f"""{m}.conversation_id IN (SELECT id FROM sources)
         AND EXISTS (
             SELECT 1 FROM {MEMBERSHIPS} AS observer
             WHERE observer.agent_id = %(p_agent)s
               AND observer.conversation_id = {m}.conversation_id
               AND observer.joined_at <= {m}.created_at
-              AND (observer.left_at IS NULL OR observer.left_at > {m}.created_at))
-        AND NOT EXISTS (
+              AND (observer.left_at IS NULL OR observer.left_at > {m}.created_at))"""
+    # Only agent-authored messages carry lineage (a trigger on the lineage table guarantees
+    # it), so a person's message needs no look-up.
+    return f"""(
+        {m}.workspace_id = %(p_workspace)s
+        {live}
+        AND {observed}
+        AND ({m}.sender_agent_id IS NULL OR NOT EXISTS (
             SELECT 1 FROM {LINEAGE} AS lineage
             JOIN {MESSAGES} AS source ON source.id = lineage.source_id
             WHERE lineage.message_id = {message_id}
-              AND source.conversation_id NOT IN (SELECT id FROM permitted))
+              AND source.conversation_id NOT IN (SELECT id FROM permitted)))
         AND {message_id} <> ALL (%(p_in_prompt)s::uuid[])
     )"""
 
@@ -267,7 +287,7 @@ def exclusion_reason(alias: str, *, projection: bool = False, prompt_rule: bool 
               AND (observer.left_at IS NULL OR observer.left_at > {m}.created_at))
             THEN 'not_observed'
         WHEN {deleted} THEN 'deleted'
-        WHEN EXISTS (
+        WHEN {m}.sender_agent_id IS NOT NULL AND EXISTS (
             SELECT 1 FROM {LINEAGE} AS lineage
             JOIN {MESSAGES} AS source ON source.id = lineage.source_id
             WHERE lineage.message_id = {message_id}

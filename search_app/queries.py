@@ -315,7 +315,7 @@ def exclusion_counts(p: Perspective, query: TermQuery, filters: HistoryFilters) 
     sql = f"""
         WITH {scope_ctes(p)},
         matched AS (
-            SELECT d.message_id, d.workspace_id, d.conversation_id, d.created_at
+            SELECT d.message_id, d.workspace_id, d.conversation_id, d.created_at, d.sender_agent_id
             FROM {DOCUMENTS} AS d
             WHERE d.workspace_id = %(p_workspace)s AND d.document @@ %(q_any)s::tsquery
                   {_filter_sql(filters)}

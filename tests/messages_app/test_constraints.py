@@ -349,6 +349,34 @@ def test_lineage_cannot_point_at_itself(scope):
         MessageLineage.objects.create(workspace_id=scope.workspace.id, message=reply, source=reply)
 
 
+def test_only_agent_authored_messages_carry_lineage(scope):
+    """The perspective rules skip the lineage look-up for a person's message, so the database
+    must refuse lineage there, whoever writes it."""
+    said = raw_message(scope, seq=1)
+    source = raw_message(scope, seq=1, conversation=scope.other_room)
+    with violates("only agent-authored messages carry lineage"):
+        MessageLineage.objects.create(workspace_id=scope.workspace.id, message=said, source=source)
+    reply = raw_message(scope, seq=2, sender_agent=scope.agent, role="assistant")
+    link = MessageLineage.objects.create(
+        workspace_id=scope.workspace.id, message=reply, source=source
+    )
+    with violates("only agent-authored messages carry lineage"):
+        MessageLineage.objects.filter(pk=link.pk).update(message=said)
+
+
+def test_a_message_sender_never_changes(scope):
+    """Otherwise an agent reply with lineage could become a person's message and skip it."""
+    reply = raw_message(scope, seq=1, sender_agent=scope.agent, role="assistant")
+    with violates("a message's sender never changes"):
+        Message.objects.filter(pk=reply.pk).update(sender_agent=None, sender_account=scope.alice)
+    said = raw_message(scope, seq=2)
+    with violates("a message's sender never changes"):
+        Message.objects.filter(pk=said.pk).update(sender_account=scope.bob)
+    # Saving a message with its sender unchanged is fine.
+    said.content = "sample edited"
+    said.save()
+
+
 # --- extensions ----------------------------------------------------------------------------
 
 
