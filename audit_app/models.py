@@ -10,8 +10,9 @@ from django.utils import timezone
 
 from messages_app.models import Account, Agent, Conversation, Run, Workspace
 
-# Why a match was withheld, in the order of SPEC §3's rules; the first rule a message fails
-# names it. ``budget`` counts eligible hits and neighbours left out by the run's ceiling.
+# Why a match was withheld (search_app.perspective.exclusion_reason says in which order the
+# checks run; the first one a message fails names it). ``budget`` counts eligible hits and
+# neighbours left out by the run's ceiling.
 EXCLUSION_REASONS = (
     "not_observed",
     "deleted",

@@ -5,19 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from audit_app.models import EXCLUSION_REASONS, ConversationSearchEvent
-from formation.fields import format_timestamp
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
+from formation.fields import camel_case, format_timestamp
 
 
 def search_audit_item(event: ConversationSearchEvent, *, with_exclusions: bool) -> dict[str, Any]:
     """One trace item. Exclusion counts describe messages the run may not see, so only the
     runtime's service token gets them; the run's own token gets ``null``."""
     exclusions = (
-        {_camel(reason): event.exclusions.get(reason, 0) for reason in EXCLUSION_REASONS}
+        {camel_case(reason): event.exclusions.get(reason, 0) for reason in EXCLUSION_REASONS}
         if with_exclusions
         else None
     )

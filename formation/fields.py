@@ -31,6 +31,12 @@ def parse_rfc3339(value: Any) -> datetime | None:
         return None
 
 
+def camel_case(name: str) -> str:
+    """``not_observed`` → ``notObserved``: JSON field names are camelCase on the wire."""
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
 def format_timestamp(value: datetime | None) -> str | None:
     """RFC 3339 in UTC with a ``Z``: the one timestamp format on the wire."""
     if value is None:

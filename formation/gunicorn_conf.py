@@ -33,8 +33,8 @@ workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
 # Keep DATABASE_POOL_MAX_SIZE at least this, so a thread never waits for a connection.
 threads = int(os.environ.get("GUNICORN_THREADS", "4"))
 
-# A worker silent this long is killed and replaced; requests are bounded well below it by
-# API_STATEMENT_TIMEOUT_MS (5 s by default).
+# A gthread worker is replaced when its main loop is silent this long (a stuck process, not a
+# slow request); each SQL statement of a request is bounded by API_STATEMENT_TIMEOUT_MS.
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", "30"))
 # On SIGTERM (deploys, scale-down) requests in flight get this long to finish.
 graceful_timeout = int(os.environ.get("GUNICORN_GRACEFUL_TIMEOUT", "30"))
@@ -47,6 +47,11 @@ worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None
 # The gunicornc control socket (gunicorn 25.1+) is not used; a shared default path would also
 # clash between two instances run by one user.
 control_socket_disable = True
+
+# search_messages and memories carry their query (up to 500 characters, 12 bytes each once a
+# 4-byte character is percent-encoded) in the request line; gunicorn's 4,094-byte default
+# would answer such a query with an HTML 414. 8,190 is gunicorn's largest bounded value.
+limit_request_line = 8190
 
 accesslog = None
 errorlog = "-"

@@ -52,6 +52,7 @@ MESSAGES = Message._meta.db_table
 LINEAGE = MessageLineage._meta.db_table
 LIVE = IdentityLinkStatus.VERIFIED.value
 MEMORY_LINEAGE = MemoryLineage._meta.db_table
+RUNS = Run._meta.db_table
 
 
 @dataclass(frozen=True)
@@ -297,13 +298,33 @@ def exclusion_reason(alias: str, *, projection: bool = False, prompt_rule: bool 
 
 
 def memory_eligible_condition(alias: str) -> str:
-    """Rule 4 for memory ``alias``: every source in its lineage is in a permitted conversation.
+    """Rules 3 and 4 for memory ``alias``: what it was drawn from may reach the destination.
 
-    A memory is the agent's own and has no audience of its own; it is exactly as visible as
-    the strictest of its sources, like an agent reply.
+    A memory is the agent's own and lives in no conversation, so it is exactly as visible as
+    the strictest thing it was drawn from: the destination of the run that wrote it (whose
+    context that run was given) and every source in its lineage must be in a permitted
+    conversation. A source deleted since hides the memory, so deletion stays final.
     """
-    return f"""NOT EXISTS (
-        SELECT 1 FROM {MEMORY_LINEAGE} AS lineage
-        JOIN {MESSAGES} AS source ON source.id = lineage.source_id
-        WHERE lineage.memory_id = {alias}.id
-          AND source.conversation_id NOT IN (SELECT id FROM permitted))"""
+    return f"""(
+        (SELECT origin.conversation_id FROM {RUNS} AS origin WHERE origin.id = {alias}.run_id)
+            IN (SELECT id FROM permitted)
+        AND NOT EXISTS (
+            SELECT 1 FROM {MEMORY_LINEAGE} AS lineage
+            JOIN {MESSAGES} AS source ON source.id = lineage.source_id
+            WHERE lineage.memory_id = {alias}.id
+              AND (source.deleted_at IS NOT NULL
+                   OR source.conversation_id NOT IN (SELECT id FROM permitted))))"""
+
+
+def memory_exclusion_reason(alias: str) -> str:
+    """Why memory ``alias`` may not reach the destination: ``deleted`` when a source is gone,
+    else ``lineage``; NULL when ``memory_eligible_condition`` holds."""
+    return f"""CASE
+        WHEN {memory_eligible_condition(alias)} THEN NULL
+        WHEN EXISTS (
+            SELECT 1 FROM {MEMORY_LINEAGE} AS lineage
+            JOIN {MESSAGES} AS source ON source.id = lineage.source_id
+            WHERE lineage.memory_id = {alias}.id AND source.deleted_at IS NOT NULL)
+            THEN 'deleted'
+        ELSE 'lineage'
+    END"""

@@ -45,6 +45,7 @@ from search_app.perspective import (
     eligible_condition,
     exclusion_reason,
     memory_eligible_condition,
+    memory_exclusion_reason,
     scope_ctes,
 )
 from search_app.text import TermQuery
@@ -350,7 +351,8 @@ def delivery_blockers(p: Perspective, *, run_id) -> dict[str, int]:
 
     Every evidence message is checked against rules 1 to 4 as they stand at this moment
     (rule 5 concerns what the run may be shown, not what it may say); every memory the run was
-    given is checked against rule 4, its lineage. Empty means the reply may be delivered.
+    given is checked like a recall (``memory_eligible_condition``). Empty means the reply may
+    be delivered.
     """
     sql = f"""
         WITH {scope_ctes(p)}
@@ -361,9 +363,10 @@ def delivery_blockers(p: Perspective, *, run_id) -> dict[str, int]:
             JOIN {CONVERSATIONS} AS c ON c.id = m.conversation_id
             WHERE evidence.run_id = %(d_run)s
             UNION ALL
-            SELECT 'lineage' FROM {RunMemory._meta.db_table} AS used
+            SELECT {memory_exclusion_reason("memory")}
+            FROM {RunMemory._meta.db_table} AS used
             JOIN {AgentMemory._meta.db_table} AS memory ON memory.id = used.memory_id
-            WHERE used.run_id = %(d_run)s AND NOT {memory_eligible_condition("memory")}
+            WHERE used.run_id = %(d_run)s
         ) AS checked
         WHERE reason IS NOT NULL
         GROUP BY reason

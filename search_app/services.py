@@ -10,6 +10,7 @@ statement that reads it, so a message deleted or made ineligible meanwhile is ne
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -25,6 +26,7 @@ from formation.errors import (
     NotFound,
     SearchBudgetExhausted,
 )
+from formation.fields import camel_case
 from messages_app.models import Message, MessageLineage, Run, RunEvidence
 from messages_app.services import MessageDraft, message_create
 from search_app.models import AgentMemory, MemoryLineage, RunMemory
@@ -66,7 +68,7 @@ class HistorySearch:
     trimmed: int
 
 
-def _lock_run(*, workspace_id, run_id, open_only: bool = True) -> Run:
+def _lock_run(*, workspace_id: uuid.UUID, run_id: uuid.UUID, open_only: bool = True) -> Run:
     """The run, locked ``FOR UPDATE`` until the transaction ends; ``forbidden`` once finished
     unless ``open_only`` is false."""
     run = (
@@ -112,8 +114,8 @@ def _spend(hits: list[Hit], seen: set, remaining: int) -> tuple[list[Hit], list,
 
 def search_history(
     *,
-    workspace_id,
-    run_id,
+    workspace_id: uuid.UUID,
+    run_id: uuid.UUID,
     query_text: str,
     filters: HistoryFilters,
     limit: int,
@@ -183,11 +185,6 @@ def search_history(
 # --- delivery and memories (SPEC §4) ---------------------------------------------------------
 
 
-def _camel(reason: str) -> str:
-    head, *rest = reason.split("_")
-    return head + "".join(part.title() for part in rest)
-
-
 def _run_sources(run: Run) -> list:
     """What the run's model has seen: its prompt, its evidence, then its memories' sources.
 
@@ -214,7 +211,7 @@ def _run_sources(run: Run) -> list:
     )
 
 
-def run_reply(*, workspace_id, run_id, content: str) -> Message:
+def run_reply(*, workspace_id: uuid.UUID, run_id: uuid.UUID, content: str) -> Message:
     """Deliver the agent's reply to the run's destination after the final delivery check.
 
     The run row is locked first, so no tool call can add evidence between the check and the
@@ -232,7 +229,7 @@ def run_reply(*, workspace_id, run_id, content: str) -> Message:
             raise DeliveryBlocked(
                 details={
                     "blocked": sum(blockers.values()),
-                    "reasons": {_camel(reason): count for reason, count in blockers.items()},
+                    "reasons": {camel_case(reason): count for reason, count in blockers.items()},
                 }
             )
         reply = message_create(
@@ -251,7 +248,7 @@ def run_reply(*, workspace_id, run_id, content: str) -> Message:
     return reply
 
 
-def memory_create(*, workspace_id, run_id, content: str) -> AgentMemory:
+def memory_create(*, workspace_id: uuid.UUID, run_id: uuid.UUID, content: str) -> AgentMemory:
     """Store a memory of the run's agent with everything the run has seen as its lineage.
 
     Allowed after the reply too (the evidence is final by then). The lineage is flattened:
@@ -275,7 +272,9 @@ def memory_create(*, workspace_id, run_id, content: str) -> AgentMemory:
     return memory
 
 
-def memory_search(*, workspace_id, run_id, query_text: str, limit: int) -> list[AgentMemory]:
+def memory_search(
+    *, workspace_id: uuid.UUID, run_id: uuid.UUID, query_text: str, limit: int
+) -> list[AgentMemory]:
     """The agent's memories that match and that the run's destination may receive.
 
     What is returned joins the run's inputs (``RunMemory``), so a reply or memory written

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -338,6 +339,19 @@ def test_gunicorn_configuration(monkeypatch):
     assert conf.graceful_timeout <= conf.timeout
     assert conf.accesslog is None
     assert conf.logger_class._compute_access_log_enabled(None) is False
+
+
+def test_gunicorn_accepts_the_longest_valid_query_string():
+    """A 500-character search of 4-byte characters must reach the API (and its JSON errors),
+    not stop at gunicorn's request-line limit with an HTML 414."""
+    from urllib.parse import urlencode
+
+    from formation import gunicorn_conf
+    from messages_app.serializers import MAX_QUERY_CHARS
+
+    query = urlencode({"query": "😀" * MAX_QUERY_CHARS, "conversationId": str(uuid.uuid4())})
+    line = f"GET /api/v1/messages/search?{query}&limit=100 HTTP/1.1"
+    assert len(line.encode()) <= gunicorn_conf.limit_request_line
 
 
 def test_gunicorn_loads_the_application_with_this_configuration():

@@ -17,6 +17,7 @@ import pytest
 from django.core.management import call_command
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from formation.openapi import SchemaView
 from formation.tools import TOOLS_BY_NAME, input_schema
 
 HTTP_METHODS = ("get", "post", "put", "patch", "delete")
@@ -233,3 +234,23 @@ def test_schema_and_docs_are_public(db, client, headers):
     assert schema.json()["openapi"].startswith("3.")
     assert docs.status_code == 200
     assert b"/api/schema/" in docs.content
+
+
+def test_the_schema_is_generated_once_per_process(db, client, monkeypatch):
+    """``/api/schema/`` needs no token, so it must not cost a schema generation per call."""
+    generated = []
+    real_generator = SchemaView.generator_class
+
+    class CountingGenerator(real_generator):
+        def get_schema(self, *args, **kwargs):
+            generated.append(1)
+            return super().get_schema(*args, **kwargs)
+
+    monkeypatch.setattr(SchemaView, "generated", None)
+    monkeypatch.setattr(SchemaView, "generator_class", CountingGenerator)
+    first = client.get("/api/schema/", HTTP_ACCEPT="application/json")
+    second = client.get("/api/schema/", HTTP_ACCEPT="application/json")
+    assert first.status_code == second.status_code == 200
+    assert first.json() == second.json()
+    assert "/api/v1/history/search" in first.json()["paths"]
+    assert generated == [1]

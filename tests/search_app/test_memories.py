@@ -420,9 +420,8 @@ def test_a_memory_of_an_unknown_audience_is_never_recalled(scene):
 
 
 def test_a_memory_of_the_current_message_in_a_private_room_is_withheld_from_a_public_one(scene):
-    """BUG: the run's prompt (its current message and recent history) is part of what the run
-    has seen, but a memory's lineage holds only tool results. A memory written in a private
-    room from the current message alone has no lineage and is recalled anywhere."""
+    """The run's prompt (its current message and recent history) is part of what the run has
+    seen: a memory drawn from it is as restricted as the private room it came from."""
     _, agent, r, _, secret, public, _ = scene
     question = post(secret, r, "please remember the secret code", created_at=at(1))
     writer, writer_api = make_run(agent, secret, r, current=question)
@@ -432,7 +431,7 @@ def test_a_memory_of_the_current_message_in_a_private_room_is_withheld_from_a_pu
 
 
 def test_a_memory_of_recent_history_in_a_private_room_is_withheld_from_a_public_one(scene):
-    """BUG: as above, for the recent history the runtime loaded into the prompt."""
+    """As above, for the recent history the runtime loaded into the prompt."""
     _, agent, r, _, secret, public, _ = scene
     earlier = post(secret, r, "the secret code is synthetic", created_at=at(1))
     question = post(secret, r, "please remember it", created_at=at(2))
@@ -440,3 +439,41 @@ def test_a_memory_of_recent_history_in_a_private_room_is_withheld_from_a_public_
     remembered(writer_api, writer, "memoryword the secret code")
     _, public_api = make_run(agent, public, r)
     assert recalled(public_api, "memoryword") == []
+
+
+def test_a_memory_written_in_a_private_room_stays_there_without_any_lineage(scene):
+    """A run is given its destination's context even when the runtime names no prompt ids,
+    so a memory is never more visible than the room of the run that wrote it."""
+    workspace, agent, r, b, secret, public, narrow = scene
+    writer, writer_api = make_run(agent, secret, r)
+    assert remembered(writer_api, writer, "memoryword the acquisition")["lineageCount"] == 0
+    _, public_api = make_run(agent, public, r)
+    assert recalled(public_api, "memoryword") == []
+    # Another private room R alone reads (with the agent) permits it; one B joined does not.
+    _, narrow_api = make_run(agent, narrow, r)
+    assert recalled(narrow_api, "memoryword") == ["memoryword the acquisition"]
+    b_direct = room(workspace, "direct", agent, b)
+    _, b_api = make_run(agent, b_direct, b)
+    assert recalled(b_api, "memoryword") == []
+
+
+def test_a_memory_of_a_deleted_message_is_no_longer_recalled(scene):
+    """Deletion is final: a memory drawn from a message deleted since is withheld, and a run
+    that recalled it before the deletion cannot deliver a reply carrying it."""
+    _, agent, r, _, _, public, _ = scene
+    said = post(public, r, "pinword the door code", created_at=at(1))
+    writer, writer_api = make_run(agent, public, r)
+    assert hit_ids(writer, "pinword") == [said.id]
+    remembered(writer_api, writer, "memoryword door code")
+    replier, replier_api = make_run(agent, public, r)
+    assert recalled(replier_api, "memoryword") == ["memoryword door code"]
+
+    deleted = service_client(said.workspace).delete(f"/api/v1/messages/{said.id}")
+    assert deleted.status_code == 204
+    _, later_api = make_run(agent, public, r)
+    assert recalled(later_api, "memoryword") == []
+    response = replier_api.post(
+        f"/api/v1/runs/{replier.id}/reply", {"content": "replyword"}, format="json"
+    )
+    assert response.status_code == 409, response.content
+    assert response.json()["error"]["details"] == {"blocked": 1, "reasons": {"deleted": 1}}
