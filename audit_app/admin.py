@@ -30,6 +30,7 @@ def _may_inspect(request: HttpRequest) -> bool:
 class ConversationSearchEventAdmin(admin.ModelAdmin):
     list_display = (
         "created_at",
+        "tool",
         "workspace",
         "agent",
         "run",
@@ -38,7 +39,7 @@ class ConversationSearchEventAdmin(admin.ModelAdmin):
         "budget_used",
         "key_id",
     )
-    list_filter = ("workspace", "agent", "created_at", "outcome")
+    list_filter = ("workspace", "agent", "created_at", "tool", "outcome")
     date_hierarchy = "created_at"
     list_select_related = ("workspace", "agent", "run")
     search_fields = ("query_digest",)
@@ -52,6 +53,7 @@ class ConversationSearchEventAdmin(admin.ModelAdmin):
     fields = (
         "id",
         "created_at",
+        "tool",
         "workspace",
         "run",
         "agent",

@@ -26,6 +26,12 @@ EXCLUSION_REASONS = (
 INSPECT_PERMISSION = "audit_app.inspect_search_audit"
 
 
+class SearchTool(models.TextChoices):
+    SEARCH_HISTORY = "search_history"
+    SEARCH_MESSAGES = "search_messages"
+    MEMORIES = "memories"
+
+
 class SearchOutcome(models.TextChoices):
     ANSWERED = "answered"
     BUDGET_EXHAUSTED = "budget_exhausted", "budget exhausted"
@@ -34,6 +40,10 @@ class SearchOutcome(models.TextChoices):
 class ConversationSearchEvent(models.Model):
     """Who searched, for which audience, and what came back; the query only as keyed digests.
 
+    Every search tool writes one: search_history (SPEC §7, with rankings and exclusion
+    counts), search_messages and memory recall (what they returned). search_messages called
+    with an agent token has no run, destination or requester.
+
     The digest is HMAC-SHA256 under the newest key of ``SEARCH_AUDIT_KEYS``, over the query
     normalised as ``audit_app.digests`` says, so an investigator holding a text can find the
     events that searched for it and nobody holding the table can read what was searched.
@@ -41,14 +51,27 @@ class ConversationSearchEvent(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
-    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="search_events")
+    tool = models.CharField(
+        max_length=32, choices=SearchTool.choices, default=SearchTool.SEARCH_HISTORY
+    )
+    run = models.ForeignKey(
+        Run, on_delete=models.PROTECT, null=True, blank=True, related_name="search_events"
+    )
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="+")
-    destination = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="+")
-    requester = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="+")
+    destination = models.ForeignKey(
+        Conversation, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    requester = models.ForeignKey(
+        Account, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
     key_id = models.CharField(max_length=64, help_text="Which audit key made the digest.")
     query_digest = models.CharField(max_length=64, help_text="HMAC-SHA256, hex.")
     filters = models.JSONField(default=dict, help_text="speaker, after, before and limit.")
-    hit_ids = ArrayField(models.UUIDField(), default=list, help_text="Best first.")
+    hit_ids = ArrayField(
+        models.UUIDField(),
+        default=list,
+        help_text="What was returned, in order: message ids (memory ids for memories).",
+    )
     neighbour_ids = ArrayField(models.UUIDField(), default=list)
     rankings = models.JSONField(
         default=list, help_text="Per hit: message id, score and the ranking components."
@@ -71,6 +94,14 @@ class ConversationSearchEvent(models.Model):
         ordering = ["-created_at", "id"]
         default_permissions = ()
         permissions = [("inspect_search_audit", "Can inspect search audit events")]
+        constraints = [
+            # Only search_messages may be called without a run (with an agent token).
+            models.CheckConstraint(
+                condition=models.Q(tool=SearchTool.SEARCH_MESSAGES)
+                | models.Q(run__isnull=False, destination__isnull=False, requester__isnull=False),
+                name="search_event_run_unless_search_messages",
+            )
+        ]
         indexes = [
             models.Index(fields=["run", "created_at"], name="search_event_run"),
             models.Index(fields=["workspace", "created_at"], name="search_event_workspace"),

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from audit_app.models import EXCLUSION_REASONS, ConversationSearchEvent
+from audit_app.models import EXCLUSION_REASONS, ConversationSearchEvent, SearchTool
 from formation.fields import camel_case, format_timestamp
 
 
 def search_audit_item(event: ConversationSearchEvent, *, with_exclusions: bool) -> dict[str, Any]:
     """One trace item. Exclusion counts describe messages the run may not see, so only the
-    runtime's service token gets them; the run's own token gets ``null``."""
+    runtime's service token gets them; the run's own token gets ``null``, as does a tool that
+    counts none (search_messages, memories)."""
+    with_exclusions = with_exclusions and event.tool == SearchTool.SEARCH_HISTORY
     exclusions = (
         {camel_case(reason): event.exclusions.get(reason, 0) for reason in EXCLUSION_REASONS}
         if with_exclusions
@@ -18,6 +20,7 @@ def search_audit_item(event: ConversationSearchEvent, *, with_exclusions: bool) 
     )
     return {
         "type": "search_audit",
+        "tool": event.tool,
         "id": str(event.id),
         "createdAt": format_timestamp(event.created_at),
         "runId": str(event.run_id),

@@ -1,8 +1,9 @@
-"""Audit writes (SPEC §7): one search event per search_history call, and pruning old ones."""
+"""Audit writes (SPEC §7): one search event per search tool call, and pruning old ones."""
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 
@@ -10,7 +11,12 @@ from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from audit_app.digests import current_digest
-from audit_app.models import EXCLUSION_REASONS, ConversationSearchEvent, SearchOutcome
+from audit_app.models import (
+    EXCLUSION_REASONS,
+    ConversationSearchEvent,
+    SearchOutcome,
+    SearchTool,
+)
 from formation.errors import AuditUnavailable
 from formation.fields import format_timestamp
 from messages_app.models import Run
@@ -50,6 +56,7 @@ def search_event_record(
         )
     )
     event = ConversationSearchEvent(
+        tool=SearchTool.SEARCH_HISTORY,
         workspace_id=run.workspace_id,
         run=run,
         agent_id=run.agent_id,
@@ -67,12 +74,56 @@ def search_event_record(
         result_count=len(hits),
         budget_used=budget_used,
     )
+    return _write(event)
+
+
+def lookup_event_record(
+    *,
+    tool: str,
+    workspace_id: uuid.UUID,
+    agent_id: uuid.UUID,
+    run_id: uuid.UUID | None,
+    query_text: str,
+    filters: dict[str, object],
+    result_ids: Sequence[uuid.UUID],
+) -> ConversationSearchEvent:
+    """Audit a search_messages call or a memory recall: who, the digest, what came back.
+
+    Written in the caller's transaction when there is one (a run's tool call), so a call that
+    cannot be audited returns nothing and records no evidence; ``audit_unavailable`` if not.
+    """
+    key_id, query_digest = current_digest(query_text)
+    run = (
+        Run.objects.filter(pk=run_id).only("conversation_id", "requester_id").first()
+        if run_id
+        else None
+    )
+    return _write(
+        ConversationSearchEvent(
+            tool=tool,
+            workspace_id=workspace_id,
+            run_id=run_id,
+            agent_id=agent_id,
+            destination_id=run.conversation_id if run else None,
+            requester_id=run.requester_id if run else None,
+            key_id=key_id,
+            query_digest=query_digest,
+            filters=filters,
+            hit_ids=list(result_ids),
+            result_count=len(result_ids),
+        )
+    )
+
+
+def _write(event: ConversationSearchEvent) -> ConversationSearchEvent:
+    """Insert the event (a savepoint inside the caller's transaction, its own without one)."""
     try:
-        event.save(force_insert=True)
-        # Foreign keys are checked at commit by default; check them now, so a row PostgreSQL
-        # would refuse at commit is refused here and answered as audit_unavailable.
-        with connection.cursor() as cursor:
-            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        with transaction.atomic():
+            event.save(force_insert=True)
+            # Foreign keys are checked at commit by default; check them now, so a row
+            # PostgreSQL would refuse at commit is refused here, as audit_unavailable.
+            with connection.cursor() as cursor:
+                cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
     except DatabaseError as error:
         # Only the error's class: its text could quote the row.
         logger.error("search audit write failed (%s); the search was refused", type(error).__name__)

@@ -42,7 +42,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from audit_app.models import SearchOutcome
+from audit_app.models import SearchOutcome, SearchTool
 from formation.errors import (
     ApiError,
     AuditUnavailable,
@@ -240,9 +240,13 @@ class QueryDigest(serializers.Serializer):
 
 
 class AuditFilters(serializers.Serializer):
-    speaker = serializers.ChoiceField(choices=SPEAKERS)
-    after = serializers.DateTimeField(allow_null=True)
-    before = serializers.DateTimeField(allow_null=True)
+    """The call's filters: all four for search_history, ``conversationId`` and ``limit`` for
+    search_messages, ``limit`` for memories."""
+
+    speaker = serializers.ChoiceField(choices=SPEAKERS, required=False)
+    after = serializers.DateTimeField(allow_null=True, required=False)
+    before = serializers.DateTimeField(allow_null=True, required=False)
+    conversationId = serializers.UUIDField(allow_null=True, required=False)
     limit = serializers.IntegerField()
 
 
@@ -254,6 +258,7 @@ class AuditRanking(serializers.Serializer):
 
 class SearchAuditEvent(serializers.Serializer):
     type = serializers.ChoiceField(choices=["search_audit"])
+    tool = serializers.ChoiceField(choices=SearchTool.values)
     id = serializers.UUIDField()
     createdAt = serializers.DateTimeField()
     runId = serializers.UUIDField()
@@ -263,16 +268,20 @@ class SearchAuditEvent(serializers.Serializer):
     queryDigest = QueryDigest()
     filters = AuditFilters()
     outcome = serializers.ChoiceField(choices=SearchOutcome.values)
-    hitIds = serializers.ListField(child=serializers.UUIDField(), help_text="Best first.")
+    hitIds = serializers.ListField(
+        child=serializers.UUIDField(),
+        help_text="What was returned, in order: message ids (memory ids for memories).",
+    )
     neighbourIds = serializers.ListField(child=serializers.UUIDField())
     rankings = AuditRanking(many=True)
     exclusions = serializers.DictField(
         child=serializers.IntegerField(),
         allow_null=True,
-        help_text="Withheld matches by reason; null for the run's own token.",
+        help_text="Withheld matches by reason; null for the run's own token and for tools "
+        "other than search_history.",
     )
     exclusionsCapped = serializers.BooleanField(
-        allow_null=True, help_text="null for the run's own token."
+        allow_null=True, help_text="null where exclusions is null."
     )
     resultCount = serializers.IntegerField()
     budgetUsed = serializers.IntegerField()

@@ -10,6 +10,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from audit_app import services as audit
+from audit_app.models import SearchTool
 from formation.auth import Caller
 from messages_app import selectors, services
 from messages_app.serializers import message_summary
@@ -58,6 +60,8 @@ def get_message(caller: Caller, message_id: uuid.UUID) -> dict[str, Any]:
 
 
 def search_messages(caller: Caller, params: dict[str, Any]) -> dict[str, Any]:
+    """Audited like every search (``audit_app``): the event is written before the answer,
+    in the run's transaction when there is a run, and the call fails closed without it."""
     with services.tool_call(
         workspace_id=caller.workspace_id, run_id=caller.run_id, tool="search_messages"
     ) as returned:
@@ -67,6 +71,20 @@ def search_messages(caller: Caller, params: dict[str, Any]) -> dict[str, Any]:
             query=params["query"],
             limit=params["limit"],
             conversation_id=params.get("conversationId"),
+        )
+        audit.lookup_event_record(
+            tool=SearchTool.SEARCH_MESSAGES,
+            workspace_id=caller.workspace_id,
+            agent_id=caller.agent_id,
+            run_id=caller.run_id,
+            query_text=params["query"],
+            filters={
+                "conversationId": str(params["conversationId"])
+                if params.get("conversationId")
+                else None,
+                "limit": params["limit"],
+            },
+            result_ids=[message.id for message in items],
         )
         returned(items)
     return {

@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from audit_app import services as audit
-from audit_app.models import SearchOutcome
+from audit_app.models import SearchOutcome, SearchTool
 from formation.errors import (
     DeliveryBlocked,
     Forbidden,
@@ -286,5 +286,14 @@ def memory_search(
         memories = memory_hits(Perspective.of_run(run), query, limit=limit)
         RunMemory.objects.bulk_create(
             [RunMemory(run=run, memory=memory) for memory in memories], ignore_conflicts=True
+        )
+        audit.lookup_event_record(
+            tool=SearchTool.MEMORIES,
+            workspace_id=workspace_id,
+            agent_id=run.agent_id,
+            run_id=run.id,
+            query_text=query_text,
+            filters={"limit": limit},
+            result_ids=[memory.id for memory in memories],
         )
     return memories

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import unicodedata
 import uuid
 from datetime import datetime, timedelta
@@ -162,3 +163,60 @@ def allow_audit_inserts() -> None:
     with connection.cursor() as cursor:
         cursor.execute(f"DROP TRIGGER {REFUSE_TRIGGER} ON {TABLE}")
         cursor.execute(f"DROP FUNCTION {REFUSE_FUNCTION}()")
+
+
+TEXT_TYPES = (
+    "text",
+    "character varying",
+    "character",
+    "json",
+    "jsonb",
+    "tsvector",
+    "ARRAY",
+    "USER-DEFINED",
+)
+
+
+def text_columns() -> list[tuple[str, str]]:
+    """Every text-like column of every table in the current schema."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT c.table_name, c.column_name
+            FROM information_schema.columns AS c
+            JOIN information_schema.tables AS t
+              ON t.table_schema = c.table_schema AND t.table_name = c.table_name
+            WHERE c.table_schema = current_schema() AND t.table_type = 'BASE TABLE'
+              AND c.data_type = ANY(%s)
+            ORDER BY 1, 2
+            """,
+            [list(TEXT_TYPES)],
+        )
+        return cursor.fetchall()
+
+
+def columns_holding(word: str) -> list[tuple[str, str]]:
+    """The (table, column) pairs where ``word`` occurs, case-insensitively."""
+    found = []
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        for table, column in text_columns():
+            cursor.execute(
+                f"SELECT EXISTS (SELECT 1 FROM {quote(table)} "
+                f"WHERE {quote(column)}::text ILIKE %s)",
+                [f"%{word}%"],
+            )
+            if cursor.fetchone()[0]:
+                found.append((table, column))
+    return found
+
+
+def record_texts(record: logging.LogRecord) -> list[str]:
+    formatter = logging.Formatter("%(name)s %(levelname)s %(message)s")
+    return [
+        record.getMessage(),
+        str(record.msg),
+        repr(record.args),
+        formatter.format(record),
+        repr(record.__dict__),
+    ]

@@ -9,13 +9,11 @@ page and no answer.
 
 from __future__ import annotations
 
-import logging
 import uuid
 
 import pytest
 from django.contrib.auth.models import User
 from django.contrib.sessions.models import Session
-from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
@@ -24,93 +22,17 @@ from messages_app.models import Message
 from tests import factories
 from tests.audit_app.helpers import (
     allow_audit_inserts,
+    columns_holding,
+    record_texts,
     refuse_audit_inserts,
     search,
+    text_columns,
     trace_url,
 )
 
 pytestmark = pytest.mark.django_db
 
 MESSAGES = Message._meta.db_table
-TEXT_TYPES = (
-    "text",
-    "character varying",
-    "character",
-    "json",
-    "jsonb",
-    "tsvector",
-    "ARRAY",
-    "USER-DEFINED",
-)
-
-
-def text_columns() -> list[tuple[str, str]]:
-    """Every text-like column of every table in the current schema."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT c.table_name, c.column_name
-            FROM information_schema.columns AS c
-            JOIN information_schema.tables AS t
-              ON t.table_schema = c.table_schema AND t.table_name = c.table_name
-            WHERE c.table_schema = current_schema() AND t.table_type = 'BASE TABLE'
-              AND c.data_type = ANY(%s)
-            ORDER BY 1, 2
-            """,
-            [list(TEXT_TYPES)],
-        )
-        return cursor.fetchall()
-
-
-def columns_holding(word: str) -> list[tuple[str, str]]:
-    """The (table, column) pairs where ``word`` occurs, case-insensitively."""
-    found = []
-    quote = connection.ops.quote_name
-    with connection.cursor() as cursor:
-        for table, column in text_columns():
-            cursor.execute(
-                f"SELECT EXISTS (SELECT 1 FROM {quote(table)} "
-                f"WHERE {quote(column)}::text ILIKE %s)",
-                [f"%{word}%"],
-            )
-            if cursor.fetchone()[0]:
-                found.append((table, column))
-    return found
-
-
-@pytest.fixture
-def every_log(caplog):
-    """caplog receiving every record of every logger at DEBUG, also from loggers that do not
-    propagate (``django.request``, ``django.server``): the raw records, before any filter."""
-    loggers = [logging.getLogger()] + [
-        logger
-        for logger in logging.Logger.manager.loggerDict.values()
-        if isinstance(logger, logging.Logger)
-    ]
-    saved = [(logger, logger.level) for logger in loggers]
-    attached = []
-    caplog.handler.setLevel(logging.DEBUG)
-    for logger in loggers:
-        logger.setLevel(logging.DEBUG)
-        if not logger.propagate and caplog.handler not in logger.handlers:
-            logger.addHandler(caplog.handler)
-            attached.append(logger)
-    yield caplog
-    for logger in attached:
-        logger.removeHandler(caplog.handler)
-    for logger, level in saved:
-        logger.setLevel(level)
-
-
-def record_texts(record: logging.LogRecord) -> list[str]:
-    formatter = logging.Formatter("%(name)s %(levelname)s %(message)s")
-    return [
-        record.getMessage(),
-        str(record.msg),
-        repr(record.args),
-        formatter.format(record),
-        repr(record.__dict__),
-    ]
 
 
 def test_the_query_text_is_never_stored_logged_or_shown(world, every_log):

@@ -29,6 +29,7 @@ pytestmark = pytest.mark.django_db
 
 ITEM_KEYS = {
     "type",
+    "tool",
     "id",
     "createdAt",
     "runId",
