@@ -52,6 +52,11 @@ MESSAGES = Message._meta.db_table
 LINEAGE = MessageLineage._meta.db_table
 LIVE = IdentityLinkStatus.VERIFIED.value
 MEMORY_LINEAGE = MemoryLineage._meta.db_table
+# Ends a correlated EXISTS so PostgreSQL keeps it a per-row probe of the row's own lineage.
+# Without it the planner may hash the subquery instead: join every lineage row of the table
+# with its source message once per statement (0.7 s on a million messages), to test a few
+# candidates. (An OFFSET stops EXISTS from being rewritten into a hashed ANY or a join.)
+PER_ROW = "OFFSET 0"
 RUNS = Run._meta.db_table
 
 
@@ -229,7 +234,7 @@ def eligible_condition(alias: str, *, projection: bool = False) -> str:
               AND observer.joined_at <= {m}.created_at
               AND (observer.left_at IS NULL OR observer.left_at > {m}.created_at))"""
     # Only agent-authored messages carry lineage (a trigger on the lineage table guarantees
-    # it), so a person's message needs no look-up.
+    # it), so a person's message needs no look-up, and an agent's message one index probe.
     return f"""(
         {m}.workspace_id = %(p_workspace)s
         {live}
@@ -238,7 +243,8 @@ def eligible_condition(alias: str, *, projection: bool = False) -> str:
             SELECT 1 FROM {LINEAGE} AS lineage
             JOIN {MESSAGES} AS source ON source.id = lineage.source_id
             WHERE lineage.message_id = {message_id}
-              AND source.conversation_id NOT IN (SELECT id FROM permitted)))
+              AND source.conversation_id NOT IN (SELECT id FROM permitted)
+            {PER_ROW}))
         AND {message_id} <> ALL (%(p_in_prompt)s::uuid[])
     )"""
 
@@ -292,7 +298,8 @@ def exclusion_reason(alias: str, *, projection: bool = False, prompt_rule: bool 
             SELECT 1 FROM {LINEAGE} AS lineage
             JOIN {MESSAGES} AS source ON source.id = lineage.source_id
             WHERE lineage.message_id = {message_id}
-              AND source.conversation_id NOT IN (SELECT id FROM permitted))
+              AND source.conversation_id NOT IN (SELECT id FROM permitted)
+            {PER_ROW})
             THEN 'lineage'{in_prompt}
     END"""
 

@@ -62,8 +62,8 @@ CLOSENESS_SHARE = 0.2
 CLOSENESS_GAP_SCALE = 3.0
 RECENCY_HALF_LIFE_SECONDS = 30 * 86_400
 NEIGHBOURS_EACH_SIDE = 2
-# How far (in seq) to look for a hit's eligible neighbours before giving up on that side.
-NEIGHBOUR_SCAN = 1_000
+# How many messages each side of a hit are read, nearest first, to find its eligible neighbours.
+NEIGHBOUR_SCAN = 200
 # Rows ranked beyond the page, so a row the final recheck drops (a projection that drifted)
 # does not leave the page short.
 RECHECK_MARGIN = 5
@@ -255,8 +255,10 @@ def attach_neighbours(p: Perspective, hits: list[Hit]) -> None:
     """Up to two eligible messages each side of every hit, in conversation order.
 
     One statement: for each hit, the nearest messages by ``seq`` on each side that pass
-    ``eligible_condition``, read with their text. The backwards and forwards index scans stop
-    at the second eligible message, or after ``NEIGHBOUR_SCAN`` positions, so a hit whose
+    ``eligible_condition``, read with their text. Each side walks the ``(conversation, seq)``
+    index away from the hit (the inner ``ORDER BY seq LIMIT`` pins that plan: left to itself
+    the planner read the whole window through the timeline index and sorted it) and stops at
+    the second eligible message, or after ``NEIGHBOUR_SCAN`` messages, so a hit whose
     surroundings the agent never observed costs a bounded amount and simply has fewer.
     """
     if not hits:
@@ -271,16 +273,20 @@ def attach_neighbours(p: Perspective, hits: list[Hit]) -> None:
         SELECT nearby.*, hit.position AS hit_position
         FROM hit
         CROSS JOIN LATERAL (
-            (SELECT m.*, 'before' AS side FROM {MESSAGES} AS m
-             WHERE m.conversation_id = hit.conversation_id
-               AND m.seq < hit.seq AND m.seq >= hit.seq - %(n_scan)s
-               AND {eligible_condition("m")}
+            (SELECT m.*, 'before' AS side FROM (
+                 SELECT * FROM {MESSAGES} AS nearest
+                 WHERE nearest.conversation_id = hit.conversation_id AND nearest.seq < hit.seq
+                 ORDER BY nearest.seq DESC LIMIT %(n_scan)s
+             ) AS m
+             WHERE {eligible_condition("m")}
              ORDER BY m.seq DESC LIMIT {NEIGHBOURS_EACH_SIDE})
             UNION ALL
-            (SELECT m.*, 'after' AS side FROM {MESSAGES} AS m
-             WHERE m.conversation_id = hit.conversation_id
-               AND m.seq > hit.seq AND m.seq <= hit.seq + %(n_scan)s
-               AND {eligible_condition("m")}
+            (SELECT m.*, 'after' AS side FROM (
+                 SELECT * FROM {MESSAGES} AS nearest
+                 WHERE nearest.conversation_id = hit.conversation_id AND nearest.seq > hit.seq
+                 ORDER BY nearest.seq LIMIT %(n_scan)s
+             ) AS m
+             WHERE {eligible_condition("m")}
              ORDER BY m.seq LIMIT {NEIGHBOURS_EACH_SIDE})
         ) AS nearby
     """
