@@ -28,7 +28,7 @@ from formation.errors import (
 )
 from formation.fields import camel_case
 from messages_app.models import Message, MessageLineage, Run, RunEvidence
-from messages_app.services import MessageDraft, message_create
+from messages_app.services import MessageDraft, message_create, run_evidence_record
 from search_app.models import AgentMemory, MemoryLineage, RunMemory
 from search_app.perspective import Perspective
 from search_app.queries import (
@@ -157,11 +157,8 @@ def search_history(
             hits = ranked_hits(perspective, query, filters, limit=limit, now=now)
             attach_neighbours(perspective, hits)
             hits, spent, trimmed = _spend(hits, seen, remaining)
-            RunEvidence.objects.bulk_create(
-                RunEvidence(
-                    workspace_id=workspace_id, run=run, message_id=message_id, tool=SEARCH_TOOL
-                )
-                for message_id in spent
+            run_evidence_record(
+                workspace_id=workspace_id, run_id=run.id, message_ids=spent, tool=SEARCH_TOOL
             )
             excluded = exclusion_counts(perspective, query, filters)
             budget = Budget(used=used + len(spent))
