@@ -327,11 +327,46 @@ def messages_create(
             )
             for offset, draft in enumerate(drafts)
         ]
-        Message.objects.bulk_create(messages)
+        _insert_messages(messages)
         lineage = _lineage_closure(conversation.workspace_id, messages, drafts)
         if lineage:
             MessageLineage.objects.bulk_create(lineage)
     return messages
+
+
+# Every column a new message sets, in table order; each travels as one array parameter.
+_INSERTED = (
+    ("id", "uuid"),
+    ("workspace_id", "uuid"),
+    ("conversation_id", "uuid"),
+    ("seq", "bigint"),
+    ("role", "text"),
+    ("status", "text"),
+    ("sender_account_id", "uuid"),
+    ("sender_agent_id", "uuid"),
+    ("content", "text"),
+    ("created_at", "timestamptz"),
+    ("reply_to_id", "uuid"),
+    ("thread_id", "uuid"),
+)
+
+
+def _insert_messages(messages: Sequence[Message]) -> None:
+    """One ``INSERT ... SELECT FROM unnest(...)`` for the whole batch.
+
+    Fourteen array parameters instead of ``bulk_create``'s fourteen per row: for 1,000 messages
+    the SQL text and the parameter adaptation stop growing with the batch, and PostgreSQL parses
+    one small statement. Constraints, foreign keys and the search-document triggers apply as to
+    any INSERT.
+    """
+    columns = ", ".join(column for column, _ in _INSERTED)
+    arrays = ", ".join(f"%s::{kind}[]" for _, kind in _INSERTED)
+    values = [[getattr(message, column) for message in messages] for column, _ in _INSERTED]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {Message._meta.db_table} ({columns}) SELECT * FROM unnest({arrays})",
+            values,
+        )
 
 
 def _lineage_closure(
