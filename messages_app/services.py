@@ -354,7 +354,7 @@ _INSERTED = (
 def _insert_messages(messages: Sequence[Message]) -> None:
     """One ``INSERT ... SELECT FROM unnest(...)`` for the whole batch.
 
-    Fourteen array parameters instead of ``bulk_create``'s fourteen per row: for 1,000 messages
+    Twelve array parameters instead of ``bulk_create``'s twelve per row: for 1,000 messages
     the SQL text and the parameter adaptation stop growing with the batch, and PostgreSQL parses
     one small statement. Constraints, foreign keys and the search-document triggers apply as to
     any INSERT.

@@ -1,11 +1,13 @@
-"""search_history (SPEC §5, §6): rank, attach neighbours, spend the run's evidence budget.
+"""The run's perspective-bound work: search_history (SPEC §5, §6, audited as §7 says), the
+reply with its final delivery check, and the agent's memories (SPEC §4).
 
 Concurrency. The run's row is locked (``SELECT ... FOR UPDATE``) before anything is read, so
-searches on one run take turns; under READ COMMITTED every later statement sees the evidence the
-previous search committed, and the count can never pass the ceiling, however many searches run
-at once. Searches on different runs never wait for each other. The hits and their texts are read
-by one statement (one snapshot), and each neighbour passes the perspective rules in the
-statement that reads it, so a message deleted or made ineligible meanwhile is never returned.
+searches, replies and memories of one run take turns (tool calls share-lock it); under READ
+COMMITTED every later statement sees the evidence the previous call committed, and the count can
+never pass the ceiling, however many searches run at once. Calls on different runs never wait
+for each other. The perspective's scope is read once per call, after the lock; the hits and
+their texts are read by one statement, and each neighbour passes the rules in the statement
+that reads it, so a message deleted meanwhile is never returned.
 """
 
 from __future__ import annotations
