@@ -377,22 +377,42 @@ def benchmark(args: argparse.Namespace) -> tuple[list[Row], dict[str, object]]:
         mine = MEMBER.format(room="m.conversation_id")
         for band, rank in SUBSTRINGS.items():
             needle = words[rank - 1].upper()
+            literal = sql(
+                f"SELECT {SUMMARY} FROM messages_app_message AS m "
+                f"WHERE m.workspace_id = %(ws)s AND m.deleted_at IS NULL AND {mine} "
+                "AND upper(m.content) LIKE %(pattern)s "
+                "ORDER BY m.created_at DESC, m.seq DESC, m.id DESC LIMIT %(limit)s",
+                {**base, "pattern": f"%{needle}%", "limit": SEARCH_LIMIT},
+            )
+            api = lambda _, needle=needle: agent_call(  # noqa: E731
+                f"/api/v1/messages/search?query={needle}&limit={SEARCH_LIMIT}"
+            )
             rows.append(
                 measure(
                     Row("search_messages", f"{band} substring"),
-                    lambda _, needle=needle: agent_call(
-                        f"/api/v1/messages/search?query={needle}&limit={SEARCH_LIMIT}"
-                    ),
-                    sql(
-                        f"SELECT {SUMMARY} FROM messages_app_message AS m "
-                        f"WHERE m.workspace_id = %(ws)s AND m.deleted_at IS NULL AND {mine} "
-                        "AND upper(m.content) LIKE %(pattern)s "
-                        "ORDER BY m.created_at DESC, m.seq DESC, m.id DESC LIMIT %(limit)s",
-                        {**base, "pattern": f"%{needle}%", "limit": SEARCH_LIMIT},
-                    ),
+                    api,
+                    literal,
                     n=n,
                     warm=warm,
                     describe=found,
+                )
+            )
+
+            def unindexed(i: int, literal=literal) -> object:
+                """The same statement with the trigram index out of reach, on one core."""
+                with raw.transaction():
+                    raw.execute("SET LOCAL enable_bitmapscan = off")
+                    raw.execute("SET LOCAL max_parallel_workers_per_gather = 0")
+                    return literal(i)
+
+            rows.append(
+                measure(
+                    Row("search_messages", f"{band} substring, floor without its index"),
+                    api,
+                    unindexed,
+                    n=max(n // 3, 5),
+                    warm=1,
+                    describe=lambda _: "the API against an unindexed scan",
                 )
             )
 
