@@ -135,11 +135,10 @@ def search_history(
     filters_record = audit.filters_record(filters, limit=limit)
     with transaction.atomic():
         run = _lock_run(workspace_id=workspace_id, run_id=run_id)
-        # Everything already returned to the model is free to return again; the budget counts
-        # the distinct messages search_history itself brought in.
-        evidence = RunEvidence.objects.filter(run=run).values_list("message_id", "tool")
-        seen = {message_id for message_id, _ in evidence}
-        used = sum(tool == SEARCH_TOOL for _, tool in evidence)
+        # The budget counts the distinct messages search_history itself brought in; a run that
+        # listed thousands of messages is counted, not loaded.
+        evidence = RunEvidence.objects.filter(run=run)
+        used = evidence.filter(tool=SEARCH_TOOL).count()
         remaining = EVIDENCE_BUDGET - used
         if remaining <= 0:
             audit.search_event_record(
@@ -158,6 +157,12 @@ def search_history(
             perspective = Perspective.of_run(run)
             hits = ranked_hits(perspective, query, filters, limit=limit, now=now)
             attach_neighbours(perspective, hits)
+            # Everything already returned to the model is free to return again: only these
+            # candidates' evidence rows are read.
+            candidates = [m.id for hit in hits for m in (hit.message, *hit.before, *hit.after)]
+            seen = set(
+                evidence.filter(message_id__in=candidates).values_list("message_id", flat=True)
+            )
             hits, spent, trimmed = _spend(hits, seen, remaining)
             run_evidence_record(
                 workspace_id=workspace_id, run_id=run.id, message_ids=spent, tool=SEARCH_TOOL
