@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from audit_app.digests import every_digest
 from audit_app.models import ConversationSearchEvent
@@ -29,8 +29,7 @@ def events_for_query_text(
     queryset: QuerySet[ConversationSearchEvent], text: str
 ) -> QuerySet[ConversationSearchEvent]:
     """Events that searched for ``text``, under whichever configured key wrote them."""
-    pairs = every_digest(text)
-    matches = ConversationSearchEvent.objects.none()
-    for key_id, query_digest in pairs:
-        matches = matches | queryset.filter(key_id=key_id, query_digest=query_digest)
-    return matches
+    under_any_key = Q()
+    for key_id, query_digest in every_digest(text):
+        under_any_key |= Q(key_id=key_id, query_digest=query_digest)
+    return queryset.filter(under_any_key)
