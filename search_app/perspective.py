@@ -372,6 +372,14 @@ def exclusion_reason(alias: str, *, projection: bool = False, prompt_rule: bool 
     END"""
 
 
+def _memory_source_where(alias: str, condition: str) -> str:
+    """EXISTS a source in memory ``alias``'s lineage for which ``condition`` holds."""
+    return f"""EXISTS (
+        SELECT 1 FROM {MEMORY_LINEAGE} AS lineage
+        JOIN {MESSAGES} AS source ON source.id = lineage.source_id
+        WHERE lineage.memory_id = {alias}.id AND ({condition}))"""
+
+
 def memory_eligible_condition(alias: str) -> str:
     """Rules 3 and 4 for memory ``alias``: what it was drawn from may reach the destination.
 
@@ -380,15 +388,13 @@ def memory_eligible_condition(alias: str) -> str:
     context that run was given) and every source in its lineage must be in a permitted
     conversation. A source deleted since hides the memory, so deletion stays final.
     """
+    withheld = (
+        "source.deleted_at IS NOT NULL OR source.conversation_id NOT IN (SELECT id FROM permitted)"
+    )
     return f"""(
         (SELECT origin.conversation_id FROM {RUNS} AS origin WHERE origin.id = {alias}.run_id)
             IN (SELECT id FROM permitted)
-        AND NOT EXISTS (
-            SELECT 1 FROM {MEMORY_LINEAGE} AS lineage
-            JOIN {MESSAGES} AS source ON source.id = lineage.source_id
-            WHERE lineage.memory_id = {alias}.id
-              AND (source.deleted_at IS NOT NULL
-                   OR source.conversation_id NOT IN (SELECT id FROM permitted))))"""
+        AND NOT {_memory_source_where(alias, withheld)})"""
 
 
 def memory_exclusion_reason(alias: str) -> str:
@@ -396,10 +402,6 @@ def memory_exclusion_reason(alias: str) -> str:
     else ``lineage``; NULL when ``memory_eligible_condition`` holds."""
     return f"""CASE
         WHEN {memory_eligible_condition(alias)} THEN NULL
-        WHEN EXISTS (
-            SELECT 1 FROM {MEMORY_LINEAGE} AS lineage
-            JOIN {MESSAGES} AS source ON source.id = lineage.source_id
-            WHERE lineage.memory_id = {alias}.id AND source.deleted_at IS NOT NULL)
-            THEN 'deleted'
+        WHEN {_memory_source_where(alias, "source.deleted_at IS NOT NULL")} THEN 'deleted'
         ELSE 'lineage'
     END"""
