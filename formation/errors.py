@@ -18,7 +18,8 @@ from django.core.exceptions import BadRequest, SuspiciousOperation
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import DatabaseError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.views import defaults
+from django.views import csrf, defaults
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.response import Response
 
@@ -107,13 +108,29 @@ def error_body(code: str, message: str, details: dict[str, Any] | None = None) -
     return {"error": {"code": code, "message": message, "details": details or {}}}
 
 
-def _field_errors(detail: Any) -> Any:
-    """DRF's nested ErrorDetail structure as plain strings (our own sentences, no input echo)."""
+def _field_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+    """DRF's nested ErrorDetail structure flattened to ``{"field.path": [sentence, ...]}``, the
+    one shape the schema documents (our own sentences, no input echo). A nested serializer's
+    ``non_field_errors`` belong to its field; list items are named by index."""
     if isinstance(detail, dict):
-        return {str(key): _field_errors(value) for key, value in detail.items()}
-    if isinstance(detail, list):
-        return [_field_errors(item) for item in detail]
-    return str(detail)
+        flat: dict[str, list[str]] = {}
+        for key, value in detail.items():
+            name = prefix if key == "non_field_errors" and prefix else _joined(prefix, str(key))
+            for path, sentences in _field_errors(value, name).items():
+                flat.setdefault(path, []).extend(sentences)
+        return flat
+    if isinstance(detail, list) and any(isinstance(item, dict | list) for item in detail):
+        flat = {}
+        for index, item in enumerate(detail):
+            for path, sentences in _field_errors(item, _joined(prefix, str(index))).items():
+                flat.setdefault(path, []).extend(sentences)
+        return flat
+    sentences = detail if isinstance(detail, list) else [detail]
+    return {prefix or "non_field_errors": [str(sentence) for sentence in sentences]}
+
+
+def _joined(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
 
 
 def _translate(exc: Exception) -> ApiError:
@@ -191,8 +208,12 @@ def _json(code: str, message: str, status: int) -> JsonResponse:
     )
 
 
+@csrf_exempt
 def not_found_view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    """Django's handler404: the envelope under /api/, Django's page elsewhere (the admin)."""
+    """Django's handler404: the envelope under /api/, Django's page elsewhere (the admin).
+
+    Exempt from CSRF: it changes nothing, and a POST to an unknown /api/ path is a 404, not
+    Django's HTML CSRF page."""
     if not _is_api(request):
         return defaults.page_not_found(request, exception)
     return _json(NotFound.code, NotFound.default_message, 404)
@@ -213,6 +234,13 @@ def bad_request_view(request: HttpRequest, exception: Exception | None = None) -
     if not _is_api(request):
         return defaults.bad_request(request, exception)
     return _json(InvalidArguments.code, InvalidArguments.default_message, 400)
+
+
+def csrf_failure_view(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """``CSRF_FAILURE_VIEW``: the envelope under /api/ (no HTML page reaches an API client)."""
+    if not _is_api(request):
+        return csrf.csrf_failure(request, reason)
+    return _json(Forbidden.code, Forbidden.default_message, 403)
 
 
 def permission_denied_view(

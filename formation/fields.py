@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from rest_framework import serializers
 
@@ -131,11 +132,16 @@ class StrictSerializer(serializers.Serializer):
 
 
 def check_query_keys(request: Any, allowed: set[str]) -> None:
-    """Every query-string key must be known and given once.
+    """Every query-string key must be known and given once, in valid UTF-8.
 
     An unknown key (``conversation_id`` for ``conversationId``) or a repeated one is an error,
     so a typo can never silently widen a search or a listing.
     """
+    try:
+        unquote_to_bytes(request.META.get("QUERY_STRING", "")).decode("utf-8")
+    except UnicodeDecodeError:
+        # Django would quietly turn the bad bytes into U+FFFD and search for text never sent.
+        raise serializers.ValidationError("The query string is not valid UTF-8.") from None
     raw = request.query_params
     reject_keys([key for key in raw if key not in allowed], "Unknown parameter.")
     reject_keys([key for key, values in raw.lists() if len(values) > 1], "Given more than once.")

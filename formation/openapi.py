@@ -35,6 +35,7 @@ from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
     extend_schema,
+    extend_schema_serializer,
     extend_schema_view,
 )
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
@@ -136,8 +137,9 @@ class StrictBody(OpenApiSerializerExtension):
 
 
 def _page(name: str, item: type[serializers.Serializer]) -> type[serializers.Serializer]:
-    """``{items, total, limit, offset}``, the ingestion API's paged lists."""
-    return type(
+    """``{items, total, limit, offset}``, the ingestion API's paged lists: one object, not the
+    array drf-spectacular would make of a viewset's ``list`` response."""
+    page = type(
         name,
         (serializers.Serializer,),
         {
@@ -147,6 +149,7 @@ def _page(name: str, item: type[serializers.Serializer]) -> type[serializers.Ser
             "offset": serializers.IntegerField(),
         },
     )
+    return extend_schema_serializer(many=False)(page)
 
 
 AccountPage = _page("AccountPage", AccountSerializer)
@@ -936,6 +939,55 @@ class ToolListViewSchema(_Annotated):
             responses=answers({200: TOOL_LIST}, 400, 401),
         )
     }
+
+
+# --- links -------------------------------------------------------------------------------------
+
+# What a client can do next with the resource a call created (OpenAPI 3.0 links): the id in the
+# answer fills the next call's path. Clients and the stateful fuzzer follow them.
+LINKS: dict[str, dict[str, tuple[str, str]]] = {
+    "accounts_create": {"GetAccount": ("accounts_retrieve", "id")},
+    "agents_create": {"GetAgent": ("agents_retrieve", "id")},
+    "conversations_create": {
+        "GetConversation": ("conversations_retrieve", "id"),
+        "ListMembers": ("conversations_members_retrieve", "id"),
+        "AddMember": ("conversations_members_create", "id"),
+        "PostMessage": ("conversations_messages_create", "id"),
+        "PostMessages": ("conversations_messages_bulk_create", "id"),
+    },
+    "conversations_messages_create": {
+        "GetMessage": ("get_message", "message_id"),
+        "EditMessage": ("message_edit", "message_id"),
+        "DeleteMessage": ("message_delete", "message_id"),
+    },
+    "identity_links_create": {
+        "GetIdentityLink": ("identity_links_retrieve", "id"),
+        "VerifyIdentityLink": ("identity_links_verify_create", "id"),
+        "RevokeIdentityLink": ("identity_links_revoke_create", "id"),
+    },
+    "runs_create": {
+        "GetRun": ("runs_retrieve", "id"),
+        "Reply": ("run_reply", "run_id"),
+        "RememberMemory": ("memory_create", "run_id"),
+        "GetTrace": ("run_trace", "run_id"),
+    },
+}
+
+
+def add_links(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict:
+    """drf-spectacular postprocessing hook: ``LINKS`` onto each creating call's 201 answer."""
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            links = (
+                LINKS.get(operation.get("operationId", "")) if isinstance(operation, dict) else None
+            )
+            if not links:
+                continue
+            operation["responses"]["201"]["links"] = {
+                name: {"operationId": target, "parameters": {parameter: "$response.body#/id"}}
+                for name, (target, parameter) in links.items()
+            }
+    return result
 
 
 # --- serving ----------------------------------------------------------------------------------

@@ -16,6 +16,15 @@ def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object naming a key twice is refused: a proxy and the service could read different
+    values from it (RFC 8259 leaves duplicates to the parser)."""
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        raise ValueError("duplicate key")
+    return data
+
+
 def _depth_ok(value: Any, depth: int = 0) -> bool:
     if depth > MAX_NESTING:
         return False
@@ -27,7 +36,8 @@ def _depth_ok(value: Any, depth: int = 0) -> bool:
 
 
 class StrictJSONParser(JSONParser):
-    """Strict RFC 8259 JSON: UTF-8 only, no NaN/Infinity, bounded size and nesting, an object."""
+    """Strict RFC 8259 JSON: UTF-8 only, no NaN/Infinity, no repeated keys, bounded size and
+    nesting, an object."""
 
     def parse(self, stream, media_type=None, parser_context=None):
         limit = settings.MAX_REQUEST_BODY_BYTES
@@ -39,9 +49,11 @@ class StrictJSONParser(JSONParser):
         except UnicodeDecodeError as error:
             raise ParseError("The request body is not valid UTF-8.") from error
         try:
-            data = json.loads(text, parse_constant=_reject_constant)
+            data = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
         except (ValueError, RecursionError) as error:
-            raise ParseError("The request body is not valid JSON.") from error
+            raise ParseError(
+                "The request body is not valid JSON (or names a key twice)."
+            ) from error
         if not isinstance(data, dict):
             raise ParseError("The request body must be a JSON object.")
         if not _depth_ok(data):

@@ -59,6 +59,7 @@ if not SECRET_KEY:
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
+CSRF_FAILURE_VIEW = "formation.errors.csrf_failure_view"
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -79,6 +80,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # Outermost, so its JSON line times and names every request, static files and errors too.
     "formation.request_logging.RequestLogMiddleware",
+    # Second, so errors answered by the middleware below it are covered too.
+    "formation.no_store.NoStoreMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -236,6 +239,10 @@ SPECTACULAR_SETTINGS = {
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     "SCHEMA_PATH_PREFIX": "/api/v1",
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "formation.openapi.add_links",
+    ],
     # PATCH /messages/{id} requires its one field: no "Patched" all-optional component.
     "COMPONENT_SPLIT_PATCH": False,
     # Swagger UI's assets come from the CDN (the schema itself is local); pinned to a major.

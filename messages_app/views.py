@@ -100,6 +100,12 @@ class ServiceViewSet(GenericViewSet):
     output_serializer: type
     order_by: tuple[str, ...] = ("created_at", "id")
 
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        """Writes take no query string: a stray ``?seq=1`` is refused, not ignored."""
+        super().initial(request, *args, **kwargs)
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            check_query_keys(request, allowed=set())
+
     def get_queryset(self) -> QuerySet:
         return self.model.objects.filter(workspace_id=self.request.user.workspace_id)
 
