@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from audit_app.digests import current_digest
@@ -124,6 +124,10 @@ def _write(event: ConversationSearchEvent) -> ConversationSearchEvent:
             # PostgreSQL would refuse at commit is refused here, as audit_unavailable.
             with connection.cursor() as cursor:
                 cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+    except OperationalError:
+        # The database went away or cancelled the statement: the whole call is refused as
+        # `unavailable` (503), like any other statement of it; the audit row is not the cause.
+        raise
     except DatabaseError as error:
         # Only the error's class: its text could quote the row.
         logger.error("search audit write failed (%s); the search was refused", type(error).__name__)

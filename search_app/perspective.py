@@ -216,11 +216,16 @@ def _resolving_ctes(p: Perspective) -> str:
 SCOPE_QUERY = """
     WITH {ctes}
     SELECT ARRAY(SELECT id FROM permitted), ARRAY(SELECT id FROM sources),
-           (SELECT coalesce(array_agg(conversation_id), '{{}}') FROM observed_intervals),
-           (SELECT coalesce(array_agg(joined_at), '{{}}') FROM observed_intervals),
-           (SELECT coalesce(array_agg(left_at), '{{}}') FROM observed_intervals),
+           intervals.conversations, intervals.joined, intervals.left_at,
            ARRAY(SELECT account_id FROM requester_accounts WHERE account_id IS NOT NULL),
            ARRAY(SELECT conversation_id FROM agent_rooms)
+    FROM (
+        -- One scan feeds the three arrays, so element i of each is the same interval.
+        SELECT coalesce(array_agg(conversation_id), '{{}}') AS conversations,
+               coalesce(array_agg(joined_at), '{{}}') AS joined,
+               coalesce(array_agg(left_at), '{{}}') AS left_at
+        FROM observed_intervals
+    ) AS intervals
 """
 
 

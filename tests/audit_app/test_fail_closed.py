@@ -144,11 +144,10 @@ def test_a_budget_exhausted_search_that_cannot_be_audited_is_audit_unavailable(s
 
 @pytest.mark.django_db(transaction=True)
 def test_an_audit_row_refused_at_commit_is_audit_unavailable_and_keeps_nothing():
-    """BUG (search_app.services.search_history): a failure that PostgreSQL raises only at
-    COMMIT (a deferred constraint on the audit row; Django's own foreign keys are
-    ``DEFERRABLE INITIALLY DEFERRED``) escapes ``search_event_record`` and answers 500
-    ``internal_error`` instead of 503 ``audit_unavailable``. Nothing is kept either way, which
-    this test also checks against a real commit (no test transaction around the request)."""
+    """A failure PostgreSQL would raise only at COMMIT (a deferred constraint on the audit row;
+    Django's own foreign keys are ``DEFERRABLE INITIALLY DEFERRED``) is raised while the event is
+    written (``SET CONSTRAINTS ALL IMMEDIATE``), so it answers 503 ``audit_unavailable``, not
+    500; nothing is kept, checked against a real commit (no test transaction around it)."""
     _, agent, alice, room = factories.observed_public_room()
     factories.post(room, alice, "orbit report", created_at=at(1))
     run, client = factories.make_run(agent, room, alice)
