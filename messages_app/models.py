@@ -322,6 +322,17 @@ class Message(models.Model):
                 condition=Q(deleted_at__isnull=True),
                 name="message_live_timeline",
             ),
+            # search_messages across the agent's rooms, newest first: for a common substring
+            # the planner walks this backwards and stops at `limit` matches, instead of
+            # rechecking every trigram match and sorting them (1M corpus: 560 ms -> 2 ms).
+            models.Index(
+                F("workspace"),
+                F("created_at").desc(),
+                F("seq").desc(),
+                F("id").desc(),
+                condition=Q(deleted_at__isnull=True),
+                name="message_live_ws_timeline",
+            ),
             # search_messages: case-insensitive literal substring, i.e. UPPER(content) LIKE ...
             GinIndex(
                 F("workspace"),

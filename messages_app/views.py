@@ -13,6 +13,7 @@ from typing import Any
 from django.db.models import QuerySet
 from rest_framework import status
 from rest_framework.decorators import action
+from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -103,7 +104,7 @@ class ServiceViewSet(GenericViewSet):
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         """Writes take no query string: a stray ``?seq=1`` is refused, not ignored."""
         super().initial(request, *args, **kwargs)
-        if request.method not in ("GET", "HEAD", "OPTIONS"):
+        if request.method not in SAFE_METHODS:
             check_query_keys(request, allowed=set())
 
     def get_queryset(self) -> QuerySet:
@@ -162,7 +163,7 @@ class ConversationViewSet(ServiceViewSet):
     @action(detail=True, methods=["get", "post"], url_path="members")
     def members(self, request: Request, pk: str) -> Response:
         conversation = get_or_not_found(self.get_queryset(), pk)
-        if request.method == "GET":
+        if request.method in SAFE_METHODS:
             memberships = conversation.memberships.order_by("joined_at", "id")
             return paged(request, memberships, MembershipFilter, MembershipSerializer)
         data = validated(MemberJoinSerializer, request)
@@ -280,7 +281,8 @@ class MessageView(APIView):
     """``/messages/{id}``: get_message for agents; edit and soft delete for the runtime."""
 
     def get_permissions(self):
-        if self.request.method == "GET":
+        # HEAD is GET without a body: the same tool and the same callers.
+        if self.request.method in SAFE_METHODS:
             return [IsAgentOrRunToken()]
         return [IsServiceToken()]
 

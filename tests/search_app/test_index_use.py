@@ -1,4 +1,4 @@
-"""The two text searches can be served by their GIN indexes.
+"""The text searches can be served by their indexes.
 
 A few thousand messages in the agent's rooms and a rare needle: the shape where the GIN index
 must win over reading the rooms' timelines. On so small a table the planner would still prefer
@@ -95,3 +95,23 @@ def test_search_messages_can_use_the_trigram_index(world, haystack):
     (statement,) = [query["sql"] for query in captured.captured_queries if "LIKE" in query["sql"]]
     plan = explain(statement)
     assert "message_content_trgm" in plan
+
+
+def test_search_messages_for_a_common_substring_can_walk_the_workspace_timeline(world, haystack):
+    """A substring in most messages: the newest-first walk of ``message_live_ws_timeline``
+    stops after ``limit`` matches. Only plain index scans are allowed here, so if the index no
+    longer matches the statement's order (or is gone), nothing can serve it and the plan says
+    so."""
+    with CaptureQueriesContext(connection) as captured:
+        found = selectors.message_search(
+            workspace_id=world.workspace.id, agent_id=world.agent.id, query="LANTERN", limit=20
+        )
+    assert len(found) == 20
+    (statement,) = [query["sql"] for query in captured.captured_queries if "LIKE" in query["sql"]]
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_bitmapscan = off")
+        cursor.execute("SET LOCAL enable_sort = off")
+        cursor.execute("EXPLAIN " + statement)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "message_live_ws_timeline" in plan
