@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from django.core.exceptions import EmptyResultSet
+from django.db import connection
 from django.db.models import Q, QuerySet
 
 from formation.errors import NotFound
@@ -20,6 +22,8 @@ from messages_app.models import Conversation, Membership, Message
 
 Direction = Literal["before", "after", "around"]
 NEWEST_FIRST = ("-created_at", "-seq")
+# search_messages reads this many of the newest visible messages before searching them all.
+SEARCH_WALK = 2_000
 OLDEST_FIRST = ("created_at", "seq")
 
 
@@ -45,11 +49,22 @@ def agent_conversation_ids(*, workspace_id: uuid.UUID, agent_id: uuid.UUID) -> Q
     ).values("conversation_id")
 
 
-def agent_visible_messages(*, workspace_id: uuid.UUID, agent_id: uuid.UUID) -> QuerySet[Message]:
+def agent_visible_messages(
+    *, workspace_id: uuid.UUID, agent_id: uuid.UUID, rooms_as_list: bool = False
+) -> QuerySet[Message]:
+    """Live messages of the conversations the agent is a current member of.
+
+    ``rooms_as_list`` reads those conversations first and passes their ids as a list: the
+    planner then knows how many there are, where it guesses at a subquery (it took the busiest
+    agent's 178 rooms for 47 and sorted 200,000 rows instead of walking an index).
+    """
+    rooms = agent_conversation_ids(workspace_id=workspace_id, agent_id=agent_id)
     return Message.objects.filter(
         workspace_id=workspace_id,
         deleted_at__isnull=True,
-        conversation_id__in=agent_conversation_ids(workspace_id=workspace_id, agent_id=agent_id),
+        conversation_id__in=list(rooms.values_list("conversation_id", flat=True))
+        if rooms_as_list
+        else rooms,
     )
 
 
@@ -193,15 +208,42 @@ def message_search(
 ) -> list[Message]:
     """Case-insensitive literal substring search, newest first.
 
-    ``icontains`` compiles to ``UPPER(content) LIKE UPPER(%s)`` with ``%``, ``_`` and ``\\``
-    escaped, which the ``message_content_trgm`` GIN index (workspace, UPPER(content)) serves.
+    Two steps, with the answer of one ``ORDER BY ... LIMIT``. First the newest ``SEARCH_WALK``
+    visible messages are read newest first and filtered: that finds a word held by one message
+    in a hundred in ~10 ms. Only when they hold fewer than ``limit`` matches (a rarer word, so
+    fewer matches to recheck) is the whole history searched: ``icontains`` compiles to
+    ``UPPER(content) LIKE UPPER(%s)`` (``%``, ``_`` and ``\\`` escaped), which the
+    ``message_content_trgm`` GIN index serves. Left to choose alone, the planner took a word in
+    1% of messages for a rare one and rechecked thousands of matches (90-240 ms).
     """
-    messages = agent_visible_messages(workspace_id=workspace_id, agent_id=agent_id)
+    messages = agent_visible_messages(
+        workspace_id=workspace_id, agent_id=agent_id, rooms_as_list=True
+    )
     if conversation_id is not None:
         _require_membership(
             workspace_id=workspace_id, agent_id=agent_id, conversation_id=conversation_id
         )
         messages = messages.filter(conversation_id=conversation_id)
     # Newest first like list_messages; seq orders ties inside a conversation, id across them.
-    matches = messages.filter(content__icontains=query).order_by("-created_at", "-seq", "-id")
+    newest_first = ("-created_at", "-seq", "-id")
+    found = _matches_among(messages.order_by(*newest_first)[:SEARCH_WALK], query, limit)
+    if len(found) == limit:
+        # The newest `limit` matches overall: any other match is older than all of these.
+        return found
+    matches = messages.filter(content__icontains=query).order_by(*newest_first)
     return list(matches[:limit])
+
+
+def _matches_among(newest: QuerySet[Message], query: str, limit: int) -> list[Message]:
+    """The newest ``limit`` messages of ``newest`` (a sliced, ordered queryset) holding
+    ``query``, matched exactly as ``icontains`` matches."""
+    try:
+        inner, params = newest.query.sql_with_params()
+    except EmptyResultSet:  # an agent in no room: Django knows without asking PostgreSQL
+        return []
+    pattern = f"%{connection.ops.prep_for_like_query(query)}%"
+    sql = (
+        f"SELECT * FROM ({inner}) AS newest WHERE UPPER(newest.content) LIKE UPPER(%s) "
+        "ORDER BY newest.created_at DESC, newest.seq DESC, newest.id DESC LIMIT %s"
+    )
+    return list(Message.objects.raw(sql, (*params, pattern, limit)))

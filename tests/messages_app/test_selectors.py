@@ -482,3 +482,35 @@ def test_search_uses_the_trigram_index(world):
     for plan in plans:
         assert "message_content_trgm" in plan, plan
     assert len(search(world, "status", limit=100)) == 10
+
+
+@pytest.mark.parametrize("walk", [1, 7, 40, 10_000])
+@pytest.mark.parametrize(("word", "limit"), [("every", 5), ("tenth", 5), ("rare", 5), ("none", 5)])
+def test_search_answers_the_same_whichever_step_finds_the_matches(
+    world, monkeypatch, walk, word, limit
+):
+    """The newest-first walk and the whole-history search must agree with one plain
+    ``ORDER BY ... LIMIT``: with the walk shortened or lengthened, a word in every message, in
+    one in ten, in three, or in none gets the same answer, ties and other rooms included."""
+    contents = []
+    for i in range(60):
+        words = ["every"]
+        if i % 10 == 0:
+            words.append("tenth")
+        if i in (3, 31, 57):
+            words.append("rare")
+        contents.append(" ".join(words) + f" {i}")
+    rooms = [world.public, world.private, world.direct]
+    for i, content in enumerate(contents):
+        factories.post(rooms[i % 3], world.alice, content, created_at=at(i // 2))
+    left, _ = left_room(world.workspace, world.agent, world.alice)
+    factories.post(left, world.alice, "every tenth rare", created_at=at(99))
+    monkeypatch.setattr(selectors, "SEARCH_WALK", walk)
+
+    expected = (
+        selectors.agent_visible_messages(**scope(world))
+        .filter(content__icontains=word)
+        .order_by("-created_at", "-seq", "-id")[:limit]
+    )
+
+    assert as_ids(search(world, word, limit=limit)) == as_ids(list(expected))
