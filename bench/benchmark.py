@@ -186,10 +186,13 @@ class Gunicorn:
             time.sleep(0.3)
         raise RuntimeError("gunicorn did not become ready in 60 s")
 
-    def worker_rss_mib(self) -> list[float]:
+    def worker_pids(self) -> list[int]:
         children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        return [int(pid) for pid in children.read_text().split()]
+
+    def worker_rss_mib(self) -> list[float]:
         sizes = []
-        for pid in children.read_text().split():
+        for pid in self.worker_pids():
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
                     sizes.append(int(line.split()[1]) / 1024)

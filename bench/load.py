@@ -29,7 +29,6 @@ import asyncio
 import logging
 import os
 import random
-import signal
 import subprocess
 import sys
 import tempfile
@@ -70,8 +69,9 @@ def percentile(values: list[float], share: float) -> float:
     return bench.percentile(sorted(values), share) if values else float("nan")
 
 
-class ProductionGunicorn:
-    """gunicorn with ``formation/gunicorn_conf.py`` on loopback; knows its worker pids."""
+class ProductionGunicorn(bench.Gunicorn):
+    """gunicorn with ``formation/gunicorn_conf.py`` on loopback (the benchmark's own gunicorn
+    takes its worker counts on the command line); stopped and inspected the same way."""
 
     def __init__(self, *, port: int, log: IO[bytes], env: dict[str, str] | None = None) -> None:
         self.port = port
@@ -108,18 +108,6 @@ class ProductionGunicorn:
                 raise RuntimeError("gunicorn exited while starting")
             time.sleep(0.2)
         raise RuntimeError(f"gunicorn was not ready within {timeout} s")
-
-    def worker_pids(self) -> list[int]:
-        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
-        return [int(pid) for pid in children.read_text().split()]
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
 
 
 @dataclass

@@ -22,7 +22,6 @@ class Migration(migrations.Migration):
                 F("workspace"),
                 F("created_at").desc(),
                 F("seq").desc(),
-                F("id").desc(),
                 condition=Q(deleted_at__isnull=True),
                 name="message_live_ws_timeline",
             ),
