@@ -560,9 +560,14 @@ def test_racing_replies_and_tool_calls_never_leave_unchecked_evidence():
 
 @pytest.mark.django_db
 def test_a_run_that_read_a_long_history_can_still_reply(world):
-    """BUG: list_messages has no evidence ceiling (only search_history's 400 does), but the
-    reply's lineage goes through message ingestion's cap of 20,000 sources per request, so a
-    run that paged through a long history can never reply (400 invalid_arguments)."""
+    """list_messages has no evidence ceiling (only search_history's 400 does), and the reply's
+    lineage once went through message ingestion's cap of 20,000 sources per request, so a run
+    that paged through a long history could never reply (400 invalid_arguments).
+
+    The 20,000 rows are analysed before the reply, as autovacuum would have them in a real
+    database. Without that, a pooled connection that earlier tests left with plans cached for
+    an almost empty messages table (the per-row foreign-key and lineage-trigger look-ups, a
+    sequential scan each) took over 60 s here, twice in three full runs."""
     drafts = [
         services.MessageDraft(content=f"sample {i}", sender_account_id=world.alice.id)
         for i in range(5_000)
@@ -570,6 +575,8 @@ def test_a_run_that_read_a_long_history_can_still_reply(world):
     for _ in range(4):
         services.messages_create(conversation=world.public, drafts=drafts)
     services.messages_create(conversation=world.public, drafts=drafts[:1])
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE messages_app_message")
     run, api = make_run(world.agent, world.public, world.alice)
     # What 101 pages of list_messages record, in one call of the service the tool uses.
     services.run_evidence_record(
