@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.db import connection
 from rest_framework.test import APIClient
@@ -223,3 +224,24 @@ def run_in_threads(count: int, work: Callable[[int], None]) -> list[BaseExceptio
         thread.join(timeout=120)
     assert not any(thread.is_alive() for thread in threads)
     return errors
+
+
+def fill_placeholders(value: Any, names: Mapping[str, str]) -> Any:
+    """Replace ``{name}`` placeholders in strings at any depth of lists and dict values, so a
+    table of requests can name the ids its fixture makes."""
+    if isinstance(value, str):
+        for key, name in names.items():
+            value = value.replace("{" + key + "}", name)
+        return value
+    if isinstance(value, list):
+        return [fill_placeholders(item, names) for item in value]
+    if isinstance(value, dict):
+        return {key: fill_placeholders(item, names) for key, item in value.items()}
+    return value
+
+
+def fill_placeholders_raw(raw: bytes, names: Mapping[str, str]) -> bytes:
+    """``fill_placeholders`` for raw bodies, which must otherwise stay exactly as written."""
+    for key, name in names.items():
+        raw = raw.replace(b"{" + key.encode() + b"}", name.encode())
+    return raw

@@ -400,32 +400,18 @@ def names(world) -> dict[str, str]:
     }
 
 
-def _fill(value: Any, names: dict[str, str]) -> Any:
-    if isinstance(value, str):
-        for key, name in names.items():
-            value = value.replace("{" + key + "}", name)
-        return value
-    if isinstance(value, list):
-        return [_fill(item, names) for item in value]
-    if isinstance(value, dict):
-        return {key: _fill(item, names) for key, item in value.items()}
-    return value
-
-
-def _fill_raw(raw: bytes, names: dict[str, str]) -> bytes:
-    for key, name in names.items():
-        raw = raw.replace(b"{" + key.encode() + b"}", name.encode())
-    return raw
-
-
 def _send(client, case: Case, names: dict[str, str]):
-    path = _fill(case.path, names)
+    path = factories.fill_placeholders(case.path, names)
     method = getattr(client, case.method)
     if case.method == "get":
         return method(path, case.query)
     if case.raw is not None:
-        return method(path, data=_fill_raw(case.raw, names), content_type=case.content_type)
-    return method(path, _fill(case.body, names), format="json")
+        return method(
+            path,
+            data=factories.fill_placeholders_raw(case.raw, names),
+            content_type=case.content_type,
+        )
+    return method(path, factories.fill_placeholders(case.body, names), format="json")
 
 
 def test_there_are_enough_cases():

@@ -432,27 +432,19 @@ def _run(agent: Any, room: Any, requester: Any) -> tuple[Any, str]:
 # --- sending and checking -----------------------------------------------------------------------
 
 
-def fill(value: Any, ids: dict[str, str]) -> Any:
-    """Put the world's ids into a row's placeholders, in strings at any depth."""
-    if isinstance(value, str):
-        return value.format(**ids)
-    if isinstance(value, list):
-        return [fill(item, ids) for item in value]
-    if isinstance(value, dict):
-        return {key: fill(item, ids) for key, item in value.items()}
-    return value
-
-
 def send(method: str, call: Call, ids: dict[str, str], header: str | None) -> HttpResponse:
     """One request from a fresh CSRF-enforcing client, so no cookie travels between calls."""
     client = Client(enforce_csrf_checks=True)
     extra: dict[str, Any] = {}
     if call.body is not None:
-        extra = {"data": json.dumps(fill(call.body, ids)), "content_type": "application/json"}
+        extra = {
+            "data": json.dumps(factories.fill_placeholders(call.body, ids)),
+            "content_type": "application/json",
+        }
     return client.generic(
         method,
-        fill(call.path, ids),
-        query_params=fill(call.query, ids),
+        factories.fill_placeholders(call.path, ids),
+        query_params=factories.fill_placeholders(call.query, ids),
         headers={"Authorization": header} if header is not None else {},
         **extra,
     )
@@ -548,7 +540,7 @@ def test_every_row_covers_every_caller_and_reaches_its_route() -> None:
     ids = {name: str(uuid.uuid4()) for name in _placeholder_names()}
     for (route, method), call in MATRIX.items():
         assert set(call.expect) == set(CALLERS), f"{method} {route}: callers differ"
-        match = resolve(fill(call.path, ids))
+        match = resolve(factories.fill_placeholders(call.path, ids))
         assert match.func is routes[route].callback, f"{method} {route}: {call.path} goes elsewhere"
 
 

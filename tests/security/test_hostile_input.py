@@ -1032,41 +1032,24 @@ def scene(shared_scene: Scene, db: None) -> Scene:
     return shared_scene
 
 
-def fill(value: Any, names: Mapping[str, str]) -> Any:
-    """Replace ``{name}`` placeholders in strings, lists and dict values."""
-    if isinstance(value, str):
-        for key, name in names.items():
-            value = value.replace("{" + key + "}", name)
-        return value
-    if isinstance(value, list):
-        return [fill(item, names) for item in value]
-    if isinstance(value, dict):
-        return {key: fill(item, names) for key, item in value.items()}
-    return value
-
-
-def fill_raw(raw: bytes, names: Mapping[str, str]) -> bytes:
-    """``fill`` for raw bodies, which must stay exactly the bytes the case wrote."""
-    for key, name in names.items():
-        raw = raw.replace(b"{" + key.encode() + b"}", name.encode())
-    return raw
-
-
 def send(client: Client, case: Case, names: Mapping[str, str]) -> HttpResponse:
     """The case's request, sent as bytes, exactly as a hostile client would."""
-    path = fill(case.path, names)
+    path = factories.fill_placeholders(case.path, names)
     query = "&".join(
         part
-        for part in (urlencode([(k, fill(v, names)) for k, v in case.query]), case.raw_query)
+        for part in (
+            urlencode([(k, factories.fill_placeholders(v, names)) for k, v in case.query]),
+            case.raw_query,
+        )
         if part
     )
     if query:
-        path = f"{path}?{fill(query, names)}"
+        path = f"{path}?{factories.fill_placeholders(query, names)}"
     if case.raw is not None:
         raw = case.raw() if callable(case.raw) else case.raw
-        body = fill_raw(raw, names)
+        body = factories.fill_placeholders_raw(raw, names)
     elif case.json is not None:
-        body = json.dumps(fill(case.json, names)).encode()
+        body = json.dumps(factories.fill_placeholders(case.json, names)).encode()
     else:
         body = b""
     return client.generic(case.method, path, body, content_type=case.content_type)
