@@ -245,3 +245,28 @@ def fill_placeholders_raw(raw: bytes, names: Mapping[str, str]) -> bytes:
     for key, name in names.items():
         raw = raw.replace(b"{" + key.encode() + b"}", name.encode())
     return raw
+
+
+def refuse_inserts(table: str, message: str, *, name: str = "test_refuse_insert") -> None:
+    """A real PostgreSQL failure: a ``BEFORE INSERT`` trigger on ``table`` that raises (test
+    transaction only). The error quotes ``message`` and the whole new row, so a driver message
+    leaking into an answer or a log would show."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                RAISE EXCEPTION '{message}: %', NEW::text;
+            END $$
+            """
+        )
+        cursor.execute(
+            f"CREATE TRIGGER {name} BEFORE INSERT ON {table} FOR EACH ROW EXECUTE FUNCTION {name}()"
+        )
+
+
+def allow_inserts(table: str, *, name: str = "test_refuse_insert") -> None:
+    """Undo ``refuse_inserts``."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TRIGGER IF EXISTS {name} ON {table}")
+        cursor.execute(f"DROP FUNCTION IF EXISTS {name}()")

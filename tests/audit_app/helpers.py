@@ -21,6 +21,7 @@ from django.utils import timezone
 from audit_app.models import ConversationSearchEvent
 from messages_app.models import Message, Run, RunEvidence
 from search_app.models import MessageSearchDocument
+from tests import factories
 
 SEARCH_URL = "/api/v1/history/search"
 REASONS = (
@@ -139,30 +140,13 @@ REFUSE_TRIGGER = "audit_test_refuse_insert"
 
 
 def refuse_audit_inserts(message: str = "audit refused by the test") -> None:
-    """A real PostgreSQL failure: a BEFORE INSERT trigger that raises (test transaction only).
-
-    The error text quotes the whole new row, digest included, so a leak of the driver's message
-    into a response or a log would show.
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            CREATE FUNCTION {REFUSE_FUNCTION}() RETURNS trigger LANGUAGE plpgsql AS $$
-            BEGIN
-                RAISE EXCEPTION '{message}: %', NEW::text;
-            END $$
-            """
-        )
-        cursor.execute(
-            f"CREATE TRIGGER {REFUSE_TRIGGER} BEFORE INSERT ON {TABLE} "
-            f"FOR EACH ROW EXECUTE FUNCTION {REFUSE_FUNCTION}()"
-        )
+    """A real PostgreSQL failure on the audit table; its text quotes the whole new row, digest
+    included (``factories.refuse_inserts``)."""
+    factories.refuse_inserts(TABLE, message, name=REFUSE_FUNCTION)
 
 
 def allow_audit_inserts() -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(f"DROP TRIGGER {REFUSE_TRIGGER} ON {TABLE}")
-        cursor.execute(f"DROP FUNCTION {REFUSE_FUNCTION}()")
+    factories.allow_inserts(TABLE, name=REFUSE_FUNCTION)
 
 
 TEXT_TYPES = (

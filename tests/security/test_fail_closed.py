@@ -45,32 +45,19 @@ from tests.conftest import World
 from tests.factories import at
 
 EARLY = at(-600)
-REFUSE_FUNCTION = "fail_closed_test_refuse_insert"
 
 
 # --- helpers ------------------------------------------------------------------------------------
 
 
 def refuse_inserts(table: str) -> None:
-    """A real database failure: a BEFORE INSERT trigger on ``table`` that raises.
-
-    Its text names a canary word, so a driver message leaking into an answer would show.
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"CREATE OR REPLACE FUNCTION {REFUSE_FUNCTION}() RETURNS trigger "
-            "LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refusedcanary'; END $$"
-        )
-        cursor.execute(
-            f"CREATE TRIGGER {REFUSE_FUNCTION} BEFORE INSERT ON {table} "
-            f"FOR EACH ROW EXECUTE FUNCTION {REFUSE_FUNCTION}()"
-        )
+    """A real database failure on ``table``; its text names a canary word, so a driver message
+    leaking into an answer would show."""
+    factories.refuse_inserts(table, "refusedcanary")
 
 
 def allow_inserts(table: str) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(f"DROP TRIGGER IF EXISTS {REFUSE_FUNCTION} ON {table}")
-        cursor.execute(f"DROP FUNCTION IF EXISTS {REFUSE_FUNCTION}()")
+    factories.allow_inserts(table)
 
 
 def room(workspace: Workspace, kind: str, *members: Account | Agent) -> Conversation:
