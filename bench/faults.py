@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import io
 import os
+import random
 import shutil
 import signal
 import sys
@@ -36,6 +37,8 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
+
+import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -57,13 +60,7 @@ class PrivateCluster:
         pg._private_dir(base, mode=0o711, owner_uid=os.geteuid())
         for folder in (self.data, self.socket_dir, self.log_dir):
             pg._private_dir(folder, mode=0o700, owner_uid=owner)
-        pg._run(
-            [
-                *(str(self.bindir / "initdb"), "-D", str(self.data), "-A", "trust"),
-                *("-U", "postgres", "-E", "UTF8", "--locale=C.UTF-8"),
-            ],
-            "initdb",
-        )
+        pg.initdb(self.bindir, self.data)
         self.pg_ctl("start")
         import psycopg
 
@@ -87,10 +84,7 @@ class PrivateCluster:
 
     def pg_ctl(self, action: str) -> float:
         """Run ``pg_ctl action`` (waiting for it); returns the seconds it took."""
-        options = f"-p {PORT} -k {self.socket_dir} " + " ".join(
-            f"-c {name}={value!r}" if value == "" else f"-c {name}={value}"
-            for name, value in pg.SERVER_SETTINGS.items()
-        )
+        options = pg.server_options(self.socket_dir, PORT)
         command = [str(self.bindir / "pg_ctl"), action, "-D", str(self.data), "-w", "-t", "60"]
         if action in ("start", "restart"):
             command += ["-l", str(self.log_dir / "postgresql.log"), "-o", options]
@@ -134,14 +128,16 @@ def run_faults(cluster: PrivateCluster, args: argparse.Namespace) -> int:
     from django.conf import settings
     from django.core.management import call_command
     from django.db import connection
+    from django.db.models import Count, F, OuterRef, Subquery
+    from django.db.models.functions import Coalesce
 
     from audit_app.models import ConversationSearchEvent
-    from messages_app.models import Message, RunEvidence
+    from messages_app.models import Message, Run, RunEvidence
 
     print(f"private cluster in {cluster.base}; loading {args.messages:,} messages", flush=True)
     call_command("migrate", verbosity=0)
     call_command("generate_corpus", messages=args.messages, seed=1, stdout=io.StringIO())
-    rng = load.random.Random(1)
+    rng = random.Random(1)
     plan = load.make_plan(1, rng, runs=600)
     timeout_s = settings.API_STATEMENT_TIMEOUT_MS / 1000
     failures: list[str] = []
@@ -169,7 +165,7 @@ def run_faults(cluster: PrivateCluster, args: argparse.Namespace) -> int:
             )
 
             # 2. PostgreSQL restart with bulk imports in flight.
-            restart = restart_under_load(cluster, server, plan, args, load)
+            restart = restart_under_load(cluster, server, plan, args)
             connection.close()  # the script's own connection died with the restart
             outage = restart["recorder"]
             bad = [
@@ -204,7 +200,7 @@ def run_faults(cluster: PrivateCluster, args: argparse.Namespace) -> int:
                 )
 
             # 3. A worker killed mid-request.
-            killed = kill_worker_under_load(server, plan, args, load)
+            killed = kill_worker_under_load(server, plan, args)
             expect(
                 killed["replaced"],
                 f"worker {killed['pid']} killed; master started {killed['new_pids']} "
@@ -230,16 +226,26 @@ def run_faults(cluster: PrivateCluster, args: argparse.Namespace) -> int:
     call_command("rebuild_search_documents", check=True, stdout=report)
     checked = report.getvalue().strip().splitlines()[-1]
     expect(" 0 rows drifted" in checked, f"rebuild_search_documents --check: {checked}")
-    drifted = 0
-    for run_id in {e.run_id for e in ConversationSearchEvent.objects.filter(run__isnull=False)}:
-        last = (
-            ConversationSearchEvent.objects.filter(run_id=run_id, tool="search_history")
-            .order_by("-budget_used")
-            .values_list("budget_used", flat=True)
-            .first()
+    # Each run's search_history evidence against the budget its last audit event recorded.
+    last_budget = (
+        ConversationSearchEvent.objects.filter(run=OuterRef("pk"), tool="search_history")
+        .order_by("-budget_used")
+        .values("budget_used")[:1]
+    )
+    evidence = (
+        RunEvidence.objects.filter(run=OuterRef("pk"), tool="search_history")
+        .values("run")
+        .annotate(rows=Count("*"))
+        .values("rows")
+    )
+    drifted = (
+        Run.objects.annotate(
+            last_budget=Subquery(last_budget), evidence_rows=Coalesce(Subquery(evidence), 0)
         )
-        evidence = RunEvidence.objects.filter(run_id=run_id, tool="search_history").count()
-        drifted += int(last is not None and last != evidence)
+        .filter(last_budget__isnull=False)
+        .exclude(last_budget=F("evidence_rows"))
+        .count()
+    )
     expect(drifted == 0, f"evidence: {drifted} runs whose evidence differs from their audit")
 
     summary = "\n".join(lines)
@@ -248,8 +254,10 @@ def run_faults(cluster: PrivateCluster, args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
-def restart_under_load(cluster, server, plan, args, load) -> dict:
+def restart_under_load(cluster, server, plan, args) -> dict:
     """Mix running, bulk imports sent, PostgreSQL restarted; then wait for clean answers."""
+    import load  # imported once Django points at the private cluster (see ``main``)
+
     bulks: list[tuple[int | None, str, int]] = []
     restarted_at: dict[str, float] = {}
     first_success_after: list[float] = []
@@ -274,7 +282,7 @@ def restart_under_load(cluster, server, plan, args, load) -> dict:
             ]
         }
         try:
-            response = load.httpx.post(
+            response = httpx.post(
                 f"http://127.0.0.1:{args.port}/api/v1/conversations/"
                 f"{plan.scene.destination.id}/messages/bulk",
                 json=body,
@@ -282,7 +290,7 @@ def restart_under_load(cluster, server, plan, args, load) -> dict:
                 timeout=60,
             )
             bulks.append((response.status_code, marker, args.bulk_size))
-        except load.httpx.HTTPError:
+        except httpx.HTTPError:
             bulks.append((None, marker, args.bulk_size))
 
     def fault() -> None:
@@ -333,8 +341,10 @@ def restart_under_load(cluster, server, plan, args, load) -> dict:
     }
 
 
-def kill_worker_under_load(server, plan, args, load) -> dict:
+def kill_worker_under_load(server, plan, args) -> dict:
     """SIGKILL one worker while the mix runs; the master must replace it."""
+    import load
+
     before = server.worker_pids()
     victim = before[0]
     result: dict = {"pid": victim}

@@ -260,25 +260,8 @@ def ensure_running() -> Cluster:
             )
         if not (cluster.data_dir / "PG_VERSION").exists():
             _say(f"initialising a private cluster in {cluster.data_dir}")
-            _run(
-                [
-                    str(cluster.bindir / "initdb"),
-                    "-D",
-                    str(cluster.data_dir),
-                    "-A",
-                    "trust",
-                    "-U",
-                    SUPERUSER,
-                    "-E",
-                    "UTF8",
-                    "--locale=C.UTF-8",
-                ],
-                "initdb",
-            )
-        options = f"-p {PORT} -k {cluster.socket_dir} " + " ".join(
-            f"-c {name}={value!r}" if value == "" else f"-c {name}={value}"
-            for name, value in SERVER_SETTINGS.items()
-        )
+            initdb(cluster.bindir, cluster.data_dir)
+        options = server_options(cluster.socket_dir, PORT)
         _say(f"starting PostgreSQL on socket {cluster.socket_dir} (log: {cluster.log_file})")
         _run(
             [
@@ -298,6 +281,26 @@ def ensure_running() -> Cluster:
         )
         _ensure_database(cluster)
     return cluster
+
+
+def initdb(bindir: Path, data_dir: Path) -> None:
+    """A new cluster in ``data_dir``: trust on the local socket, UTF-8, the C.UTF-8 locale."""
+    _run(
+        [
+            str(bindir / "initdb"),
+            *("-D", str(data_dir), "-A", "trust", "-U", SUPERUSER),
+            *("-E", "UTF8", "--locale=C.UTF-8"),
+        ],
+        "initdb",
+    )
+
+
+def server_options(socket_dir: Path, port: int) -> str:
+    """``pg_ctl -o``: the socket folder, the port and ``SERVER_SETTINGS``."""
+    return f"-p {port} -k {socket_dir} " + " ".join(
+        f"-c {name}={value!r}" if value == "" else f"-c {name}={value}"
+        for name, value in SERVER_SETTINGS.items()
+    )
 
 
 def _ensure_database(cluster: Cluster) -> None:
