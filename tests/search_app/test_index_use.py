@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from messages_app import selectors, services
 from search_app.perspective import Perspective
-from search_app.queries import RECHECK_MARGIN, HistoryFilters, _hits_sql
+from search_app.queries import HistoryFilters, ranked_hits
 from search_app.text import parse_query
 
 pytestmark = pytest.mark.django_db
@@ -65,24 +65,14 @@ def test_search_history_hits_can_use_the_search_document_gin_index(world, haysta
         requester_id=world.alice.id,
     )
     perspective = Perspective.of_run(run)
-    query = parse_query("quartz harbor")
-    filters = HistoryFilters()
-    limit = 8
-    fetch = limit + RECHECK_MARGIN
-    # The parameters ranked_hits passes with this statement.
-    params = {
-        **perspective.params(),
-        "q_any": query.tsquery,
-        "q_lexemes": list(query.lexemes),
-        **{f"q_t{i}": query.term(i) for i in range(len(query.lexemes))},
-        "f_after": filters.after,
-        "f_before": filters.before,
-        "r_now": timezone.now(),
-        "r_offset": fetch - 1,
-        "r_fetch": fetch,
-        "r_limit": limit,
-    }
-    plan = explain(_hits_sql(perspective, query, filters), params)
+    with CaptureQueriesContext(connection) as captured:
+        hits = ranked_hits(
+            perspective, parse_query("quartz harbor"), HistoryFilters(), limit=8, now=timezone.now()
+        )
+    assert len(hits) == NEEDLES
+    # The ranking statement: the one matching the query against the search documents.
+    (statement,) = [query["sql"] for query in captured.captured_queries if "@@" in query["sql"]]
+    plan = explain(statement)
     assert "search_document_gin" in plan
 
 
