@@ -377,6 +377,37 @@ class MessageLineage(models.Model):
         return f"{self.message_id} <- {self.source_id}"
 
 
+class MessageLineageRoom(models.Model):
+    """A conversation whose audience a message inherits (SPEC §3 rule 4, §4).
+
+    The closure of rooms: every conversation a source in the message's lineage was said in, the
+    rooms those sources inherited, and, for a run's reply, every room the memories the run
+    recalled were drawn from (a memory written with no message evidence still carries the room
+    it was written in). Rule 4 is then one test on these rows: each must permit the destination.
+    Rows from lineage are written by a trigger on ``MessageLineage`` (migration 0009), so every
+    path that stores lineage (services, ``COPY``, hand-written SQL) keeps them complete; only
+    agent-authored messages carry them, like lineage.
+    """
+
+    workspace = models.ForeignKey(
+        Workspace, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    message = models.ForeignKey(
+        Message, on_delete=models.CASCADE, related_name="lineage_rooms", db_index=False
+    )
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["message", "conversation"], name="lineage_room_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.message_id} inherits {self.conversation_id}"
+
+
 class IdentityLinkStatus(models.TextChoices):
     PENDING = "pending"
     VERIFIED = "verified"

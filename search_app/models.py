@@ -18,7 +18,7 @@ from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from django.utils import timezone
 
-from messages_app.models import Agent, Message, Run, Workspace
+from messages_app.models import Agent, Conversation, Message, Run, Workspace
 
 # The one text-search configuration, used to index and to query (README: "Full-text search").
 # It is PostgreSQL's ``english`` (Snowball stemming, English stop words) with ``unaccent`` in
@@ -105,6 +105,36 @@ class MemoryLineage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.memory_id} <- {self.source_id}"
+
+
+class MemoryRoom(models.Model):
+    """A conversation whose audience a memory inherits: the closure of rooms, like
+    ``MessageLineageRoom``.
+
+    The room of the run that wrote it (whose context that run was given, even with no message
+    evidence), the rooms of every message the run was shown and the rooms those inherited, and
+    the rooms of every memory the run recalled, so a memory of a memory is as restricted as the
+    first, however long the chain.
+    """
+
+    workspace = models.ForeignKey(
+        Workspace, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    memory = models.ForeignKey(
+        AgentMemory, on_delete=models.CASCADE, related_name="rooms", db_index=False
+    )
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+
+    class Meta:
+        db_table = "agent_memory_rooms"
+        constraints = [
+            models.UniqueConstraint(fields=["memory", "conversation"], name="memory_room_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.memory_id} inherits {self.conversation_id}"
 
 
 class RunMemory(models.Model):

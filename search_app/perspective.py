@@ -14,8 +14,8 @@ A run fixes agent A, destination D and requester R. Message m in conversation S 
    and S is in A's workspace;
 2. m is not deleted;
 3. S's audience permits D (``permitted`` below);
-4. every lineage source of m, transitively, is in a conversation that permits D (lineage rows
-   already hold the closure: see ``MessageLineage``);
+4. every room m inherits permits D: the rooms of its lineage sources, transitively, and of the
+   memories its run recalled (``MessageLineageRoom`` holds that closure);
 5. m is neither the run's current message nor in its recent history.
 
 Identity links only widen the narrow direct-to-direct continuity of rule 3, and only while live
@@ -43,25 +43,25 @@ from messages_app.models import (
     IdentityLinkStatus,
     Membership,
     Message,
-    MessageLineage,
+    MessageLineageRoom,
     Run,
 )
-from search_app.models import MemoryLineage
+from search_app.models import MemoryLineage, MemoryRoom
 
 ACCOUNTS = Account._meta.db_table
 CONVERSATIONS = Conversation._meta.db_table
 LINKS = IdentityLink._meta.db_table
 MEMBERSHIPS = Membership._meta.db_table
 MESSAGES = Message._meta.db_table
-LINEAGE = MessageLineage._meta.db_table
+LINEAGE_ROOMS = MessageLineageRoom._meta.db_table
 LIVE = IdentityLinkStatus.VERIFIED.value
 MEMORY_LINEAGE = MemoryLineage._meta.db_table
+MEMORY_ROOMS = MemoryRoom._meta.db_table
 # Ends a correlated EXISTS so PostgreSQL keeps it a per-row probe of the row's own lineage.
-# Without it the planner may hash the subquery instead: join every lineage row of the table
-# with its source message once per statement (0.7 s on a million messages), to test a few
-# candidates. (An OFFSET stops EXISTS from being rewritten into a hashed ANY or a join.)
+# Without it the planner may hash the subquery instead: read every lineage row of the table
+# once per statement (0.7 s on a million messages), to test a few candidates. (An OFFSET stops
+# EXISTS from being rewritten into a hashed ANY or a join.)
 PER_ROW = "OFFSET 0"
-RUNS = Run._meta.db_table
 
 
 @dataclass(frozen=True)
@@ -277,13 +277,23 @@ def scope_ctes(p: Perspective) -> str:
         agent_rooms AS (SELECT unnest(%(s_agent_rooms)s::uuid[]) AS conversation_id)"""
 
 
-def eligible_condition(alias: str, *, projection: bool = False) -> str:
+def _inherits_withheld_room(message_id: str) -> str:
+    """Rule 4 fails: some room the message inherits does not permit D."""
+    return f"""EXISTS (
+            SELECT 1 FROM {LINEAGE_ROOMS} AS inherited
+            WHERE inherited.message_id = {message_id}
+              AND inherited.conversation_id NOT IN (SELECT id FROM permitted)
+            {PER_ROW})"""
+
+
+def eligible_condition(alias: str, *, projection: bool = False, prompt_rule: bool = True) -> str:
     """Rules 1 to 5 for row ``alias``, given ``scope_ctes`` in the same statement.
 
     ``alias`` is a message, or with ``projection`` a ``message_search_documents`` row, whose
     copies of the workspace, conversation and time carry the same names. A projection row
     exists only while its message is live, and whatever a search takes from the projection is
-    checked again here, on the canonical message, before it is returned.
+    checked again here, on the canonical message, before it is returned. Without
+    ``prompt_rule`` rule 5 is left out: what the run may *receive*, prompt or not.
     """
     m = alias
     message_id = f"{m}.message_id" if projection else f"{m}.id"
@@ -306,20 +316,30 @@ def eligible_condition(alias: str, *, projection: bool = False) -> str:
               AND observer.conversation_id = {m}.conversation_id
               AND observer.joined_at <= {m}.created_at
               AND (observer.left_at IS NULL OR observer.left_at > {m}.created_at))"""
-    # Only agent-authored messages carry lineage (a trigger on the lineage table guarantees
-    # it), so a person's message needs no look-up, and an agent's message one index probe.
+    not_in_prompt = f"AND {message_id} <> ALL (%(p_in_prompt)s::uuid[])" if prompt_rule else ""
+    # Only agent-authored messages inherit rooms (a trigger on the rooms table guarantees it),
+    # so a person's message needs no look-up, and an agent's message one index probe.
     return f"""(
         {m}.workspace_id = %(p_workspace)s
         {live}
         AND {observed}
-        AND ({m}.sender_agent_id IS NULL OR NOT EXISTS (
-            SELECT 1 FROM {LINEAGE} AS lineage
-            JOIN {MESSAGES} AS source ON source.id = lineage.source_id
-            WHERE lineage.message_id = {message_id}
-              AND source.conversation_id NOT IN (SELECT id FROM permitted)
-            {PER_ROW}))
-        AND {message_id} <> ALL (%(p_in_prompt)s::uuid[])
+        AND ({m}.sender_agent_id IS NULL OR NOT {_inherits_withheld_room(message_id)})
+        {not_in_prompt}
     )"""
+
+
+def receivable_reference(column: str) -> str:
+    """``column`` (a ``reply_to_id`` or ``thread_id``) if the run may receive the message it
+    names, else NULL: no id of a withheld message reaches the agent.
+
+    Receivable means rules 1 to 4 hold for it, or it is in the run's prompt (the runtime gave
+    it to the model already); given ``scope_ctes`` in the same statement.
+    """
+    return f"""CASE WHEN {column} = ANY(%(p_in_prompt)s::uuid[]) OR EXISTS (
+            SELECT 1 FROM {MESSAGES} AS referenced
+            WHERE referenced.id = {column}
+              AND {eligible_condition("referenced", prompt_rule=False)})
+        THEN {column} END"""
 
 
 def exclusion_reason(alias: str, *, projection: bool = False, prompt_rule: bool = True) -> str:
@@ -367,46 +387,43 @@ def exclusion_reason(alias: str, *, projection: bool = False, prompt_rule: bool 
               AND (observer.left_at IS NULL OR observer.left_at > {m}.created_at))
             THEN 'not_observed'
         WHEN {deleted} THEN 'deleted'
-        WHEN {m}.sender_agent_id IS NOT NULL AND EXISTS (
-            SELECT 1 FROM {LINEAGE} AS lineage
-            JOIN {MESSAGES} AS source ON source.id = lineage.source_id
-            WHERE lineage.message_id = {message_id}
-              AND source.conversation_id NOT IN (SELECT id FROM permitted)
-            {PER_ROW})
+        WHEN {m}.sender_agent_id IS NOT NULL AND {_inherits_withheld_room(message_id)}
             THEN 'lineage'{in_prompt}
     END"""
 
 
-def _memory_source_where(alias: str, condition: str) -> str:
-    """EXISTS a source in memory ``alias``'s lineage for which ``condition`` holds."""
+def _memory_deleted_source(alias: str) -> str:
+    """A source in memory ``alias``'s lineage has been deleted since."""
     return f"""EXISTS (
         SELECT 1 FROM {MEMORY_LINEAGE} AS lineage
         JOIN {MESSAGES} AS source ON source.id = lineage.source_id
-        WHERE lineage.memory_id = {alias}.id AND ({condition}))"""
+        WHERE lineage.memory_id = {alias}.id AND source.deleted_at IS NOT NULL)"""
+
+
+def _memory_withheld_room(alias: str) -> str:
+    """Some room memory ``alias`` inherits does not permit D."""
+    return f"""EXISTS (
+        SELECT 1 FROM {MEMORY_ROOMS} AS inherited
+        WHERE inherited.memory_id = {alias}.id
+          AND inherited.conversation_id NOT IN (SELECT id FROM permitted))"""
 
 
 def memory_eligible_condition(alias: str) -> str:
     """Rules 3 and 4 for memory ``alias``: what it was drawn from may reach the destination.
 
     A memory is the agent's own and lives in no conversation, so it is exactly as visible as
-    the strictest thing it was drawn from: the destination of the run that wrote it (whose
-    context that run was given) and every source in its lineage must be in a permitted
-    conversation. A source deleted since hides the memory, so deletion stays final.
+    the strictest thing it was drawn from: every room it inherits (``MemoryRoom``: the room of
+    the run that wrote it, whose context that run was given, the rooms of what that run was
+    shown and of the memories it recalled) must permit D. A source deleted since hides the
+    memory, so deletion stays final.
     """
-    withheld = (
-        "source.deleted_at IS NOT NULL OR source.conversation_id NOT IN (SELECT id FROM permitted)"
-    )
-    return f"""(
-        (SELECT origin.conversation_id FROM {RUNS} AS origin WHERE origin.id = {alias}.run_id)
-            IN (SELECT id FROM permitted)
-        AND NOT {_memory_source_where(alias, withheld)})"""
+    return f"(NOT {_memory_withheld_room(alias)} AND NOT {_memory_deleted_source(alias)})"
 
 
 def memory_exclusion_reason(alias: str) -> str:
     """Why memory ``alias`` may not reach the destination: ``deleted`` when a source is gone,
     else ``lineage``; NULL when ``memory_eligible_condition`` holds."""
     return f"""CASE
-        WHEN {memory_eligible_condition(alias)} THEN NULL
-        WHEN {_memory_source_where(alias, "source.deleted_at IS NOT NULL")} THEN 'deleted'
-        ELSE 'lineage'
+        WHEN {_memory_deleted_source(alias)} THEN 'deleted'
+        WHEN {_memory_withheld_room(alias)} THEN 'lineage'
     END"""

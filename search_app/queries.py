@@ -46,6 +46,7 @@ from search_app.perspective import (
     exclusion_reason,
     memory_eligible_condition,
     memory_exclusion_reason,
+    receivable_reference,
     scope_ctes,
 )
 from search_app.text import TermQuery
@@ -94,6 +95,19 @@ class Hit:
     def score(self) -> float:
         """The sum of the contributions: what ``score`` on the wire rounds."""
         return sum(self.components.values())
+
+
+def _message_columns(alias: str) -> str:
+    """Message ``alias``'s columns, with ``replyToId`` and ``threadId`` only where the run may
+    receive the message they name (``perspective.receivable_reference``)."""
+    references = ("reply_to_id", "thread_id")
+    columns = [
+        f"{alias}.{field.column}"
+        for field in Message._meta.concrete_fields
+        if field.column not in references
+    ]
+    columns += [f"{receivable_reference(f'{alias}.{name}')} AS {name}" for name in references]
+    return ", ".join(columns)
 
 
 def _filter_sql(filters: HistoryFilters) -> str:
@@ -198,7 +212,8 @@ def _hits_sql(p: Perspective, query: TermQuery, filters: HistoryFilters) -> str:
         ORDER BY rank_score DESC, c.created_at DESC, c.id DESC
         LIMIT %(r_fetch)s
     )
-    SELECT m.*, s.coverage, s.closeness, s.actor, s.same_conversation, s.participation,
+    SELECT {_message_columns("m")},
+           s.coverage, s.closeness, s.actor, s.same_conversation, s.participation,
            s.recency, s.rank_score,
            conversation.title AS conversation_title, conversation.kind AS conversation_kind,
            COALESCE(account.display_name, agent.name) AS speaker_name
@@ -270,7 +285,7 @@ def attach_neighbours(p: Perspective, hits: list[Hit]) -> None:
             FROM unnest(%(n_conversations)s::uuid[], %(n_seqs)s::bigint[])
                  WITH ORDINALITY AS h(conversation_id, seq, position)
         )
-        SELECT nearby.*, hit.position AS hit_position
+        SELECT {_message_columns("nearby")}, nearby.side, hit.position AS hit_position
         FROM hit
         CROSS JOIN LATERAL (
             (SELECT m.*, 'before' AS side FROM (

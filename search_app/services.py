@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from audit_app import services as audit
@@ -29,9 +29,9 @@ from formation.errors import (
     SearchBudgetExhausted,
 )
 from formation.fields import camel_case
-from messages_app.models import Message, MessageLineage, Run, RunEvidence
+from messages_app.models import Message, MessageLineage, MessageLineageRoom, Run, RunEvidence
 from messages_app.services import MessageDraft, message_create, run_evidence_record
-from search_app.models import AgentMemory, MemoryLineage, RunMemory
+from search_app.models import AgentMemory, MemoryLineage, MemoryRoom, RunMemory
 from search_app.perspective import Perspective
 from search_app.queries import (
     HistoryFilters,
@@ -247,9 +247,62 @@ def run_reply(*, workspace_id: uuid.UUID, run_id: uuid.UUID, content: str) -> Me
             # Everything the run read travels with the reply, however much that is.
             lineage_cap=None,
         )
+        _inherit_recalled_rooms(run, reply)
         run.finished_at = timezone.now()
         run.save(update_fields=["finished_at"])
     return reply
+
+
+def _inherit_recalled_rooms(run: Run, reply: Message) -> None:
+    """The reply inherits the rooms of every memory the run recalled.
+
+    Its lineage rows already bring the rooms of its message sources (a trigger writes those),
+    but a memory also carries the room it was written in, which may hold no message the run
+    was shown: without this a reply drawn from a private room's memory would be as visible as
+    its own room.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""INSERT INTO {MessageLineageRoom._meta.db_table}
+                    (workspace_id, message_id, conversation_id)
+                SELECT DISTINCT %(workspace)s::uuid, %(reply)s::uuid, inherited.conversation_id
+                FROM {RunMemory._meta.db_table} AS used
+                JOIN {MemoryRoom._meta.db_table} AS inherited
+                  ON inherited.memory_id = used.memory_id
+                WHERE used.run_id = %(run)s
+                ON CONFLICT (message_id, conversation_id) DO NOTHING""",
+            {"workspace": run.workspace_id, "reply": reply.id, "run": run.id},
+        )
+
+
+def _memory_rooms_record(run: Run, memory: AgentMemory, sources: list) -> None:
+    """Every room the memory inherits: its run's room, the rooms of everything the run was
+    shown (``sources``, already the closure) and what they inherited, and the rooms of every
+    memory the run recalled, so chains of memories keep the first one's restrictions."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""INSERT INTO {MemoryRoom._meta.db_table} (workspace_id, memory_id, conversation_id)
+                SELECT %(workspace)s, %(memory)s, room FROM (
+                    SELECT %(destination)s::uuid AS room
+                    UNION SELECT source.conversation_id FROM {Message._meta.db_table} AS source
+                          WHERE source.id = ANY(%(sources)s::uuid[])
+                    UNION SELECT inherited.conversation_id
+                          FROM {MessageLineageRoom._meta.db_table} AS inherited
+                          WHERE inherited.message_id = ANY(%(sources)s::uuid[])
+                    UNION SELECT recalled.conversation_id
+                          FROM {RunMemory._meta.db_table} AS used
+                          JOIN {MemoryRoom._meta.db_table} AS recalled
+                            ON recalled.memory_id = used.memory_id
+                          WHERE used.run_id = %(run)s
+                ) AS rooms""",
+            {
+                "workspace": run.workspace_id,
+                "memory": memory.id,
+                "destination": run.conversation_id,
+                "sources": sources,
+                "run": run.id,
+            },
+        )
 
 
 def memory_create(*, workspace_id: uuid.UUID, run_id: uuid.UUID, content: str) -> AgentMemory:
@@ -272,6 +325,7 @@ def memory_create(*, workspace_id: uuid.UUID, run_id: uuid.UUID, content: str) -
         MemoryLineage.objects.bulk_create(
             MemoryLineage(memory=memory, source_id=source) for source in sources
         )
+        _memory_rooms_record(run, memory, sources)
     memory.lineage_count = len(sources)
     return memory
 

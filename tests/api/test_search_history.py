@@ -501,3 +501,57 @@ def test_run_token_sees_only_its_own_workspace(world):
     assert [item["id"] for item in here_body["items"]] == as_ids(here)
     assert str(here.id) not in json.dumps(there_body)
     assert str(there.id) not in json.dumps(here_body)
+
+
+# --- ids of messages the run may not receive ------------------------------------------------------
+
+
+def _references(item: dict) -> tuple[str | None, str | None]:
+    return item["replyToId"], item["threadId"]
+
+
+def test_a_reference_to_a_message_the_run_may_not_receive_is_null():
+    """replyToId and threadId name only messages the run could be given (rules 1-4, or its
+    prompt); a parent written before the agent joined, or deleted since, is null in hits and
+    in neighbours, while list_messages (membership-scoped) still shows it."""
+    workspace = factories.make_workspace()
+    agent = factories.make_agent(workspace)
+    alice = factories.make_account(workspace)
+    room = factories.make_conversation(workspace, "private")
+    factories.join(room, alice, joined_at=at(-100))
+    unseen = factories.post(room, alice, "sample before the agent", created_at=at(-50))
+    factories.join(room, agent, joined_at=at(-10))
+    seen = factories.post(room, alice, "sample seen parent", created_at=at(1))
+    gone = factories.post(room, alice, "sample gone parent", created_at=at(2))
+    prompt = factories.post(room, alice, "sample prompt parent", created_at=at(3))
+    hit_unseen = factories.post(
+        room, alice, "needleword one", created_at=at(4), reply_to_id=unseen.id, thread_id=unseen.id
+    )
+    hit_seen = factories.post(
+        room, alice, "needleword two", created_at=at(5), reply_to_id=seen.id, thread_id=seen.id
+    )
+    hit_gone = factories.post(
+        room, alice, "needleword three", created_at=at(6), reply_to_id=gone.id
+    )
+    hit_prompt = factories.post(
+        room, alice, "needleword four", created_at=at(7), reply_to_id=prompt.id
+    )
+    neighbour = factories.post(
+        room, alice, "sample neighbour", created_at=at(8), reply_to_id=unseen.id
+    )
+    services.message_delete(message=gone)
+    _, client = factories.make_run(agent, room, alice, current=prompt)
+
+    response = search(client, {"query": "needleword", "limit": 20})
+    assert response.status_code == 200, response.content
+    items = {item["id"]: item for item in response.json()["items"]}
+    assert _references(items[str(hit_unseen.id)]) == (None, None)
+    assert _references(items[str(hit_seen.id)]) == (str(seen.id), str(seen.id))
+    assert _references(items[str(hit_gone.id)]) == (None, None)
+    assert _references(items[str(hit_prompt.id)]) == (str(prompt.id), None)
+    (after,) = items[str(hit_prompt.id)]["after"]
+    assert after["id"] == str(neighbour.id)
+    assert _references(after) == (None, None)
+    # The membership-scoped tools keep showing what membership allows.
+    listed = client.get("/api/v1/messages", {"conversationId": str(room.id), "limit": 1})
+    assert listed.json()["items"][0]["replyToId"] == str(unseen.id)

@@ -18,8 +18,17 @@ from datetime import datetime
 import pytest
 from django.utils.dateparse import parse_datetime
 
-from messages_app.models import Account, Agent, Conversation, Message, MessageLineage, Run
-from search_app.models import AgentMemory, MemoryLineage, RunMemory
+from messages_app import services
+from messages_app.models import (
+    Account,
+    Agent,
+    Conversation,
+    Message,
+    MessageLineage,
+    MessageLineageRoom,
+    Run,
+)
+from search_app.models import AgentMemory, MemoryLineage, MemoryRoom, RunMemory
 from tests.factories import (
     agent_client,
     at,
@@ -477,3 +486,114 @@ def test_a_memory_of_a_deleted_message_is_no_longer_recalled(scene):
     )
     assert response.status_code == 409, response.content
     assert response.json()["error"]["details"] == {"blocked": 1, "reasons": {"deleted": 1}}
+
+
+# --- chains of memories: the restriction a memory carries travels with what is built on it -------
+
+
+@pytest.fixture
+def linked_scene():
+    """D1 a private room {R, X, A}; D2 the direct room (R, A); D3 the direct room (R2, A), with R
+    and R2 joined by a verified identity link (the issue's reproduction)."""
+    workspace = make_workspace()
+    agent = make_agent(workspace)
+    r, r2 = make_account(workspace, "Requester Example"), make_account(workspace, "Second Self")
+    x = make_account(workspace, "Xavier Example")
+    d1 = room(workspace, "private", agent, r, x)
+    d2 = room(workspace, "direct", agent, r)
+    d3 = room(workspace, "direct", agent, r2)
+    link = services.identity_link_create(
+        workspace_id=workspace.id, account_id=r.id, linked_account_id=r2.id
+    )
+    services.identity_link_verify(link=link)
+    return agent, r, r2, d1, d2, d3
+
+
+def test_a_memory_of_a_recalled_memory_keeps_the_first_ones_room(linked_scene):
+    agent, r, r2, d1, d2, d3 = linked_scene
+    writer, writer_api = make_run(agent, d1, r)
+    assert remembered(writer_api, writer, "firstword the plan")["lineageCount"] == 0
+    _, d3_api = make_run(agent, d3, r2)
+    assert recalled(d3_api, "firstword") == []
+
+    second_writer, second_api = make_run(agent, d2, r)
+    assert recalled(second_api, "firstword") == ["firstword the plan"]
+    assert remembered(second_api, second_writer, "secondword")["lineageCount"] == 0
+    # D2 itself may see the second memory; D3 may see D2's room (a live link) but not D1's.
+    _, d2_api = make_run(agent, d2, r)
+    assert recalled(d2_api, "secondword") == ["secondword"]
+    _, d3_api = make_run(agent, d3, r2)
+    assert recalled(d3_api, "secondword") == []
+    assert set(
+        MemoryRoom.objects.filter(memory__content="secondword").values_list(
+            "conversation_id", flat=True
+        )
+    ) == {d1.id, d2.id}
+
+
+def test_a_chain_of_memories_keeps_the_first_room_however_long(linked_scene):
+    agent, r, r2, d1, d2, _ = linked_scene
+    writer, writer_api = make_run(agent, d1, r)
+    remembered(writer_api, writer, "chainword 0")
+    for step in range(1, 4):
+        link_writer, link_api = make_run(agent, d2, r)
+        assert recalled(link_api, f"chainword {step - 1}") != []
+        remembered(link_api, link_writer, f"chainword {step}")
+    third = AgentMemory.objects.get(content="chainword 3")
+    assert set(third.rooms.values_list("conversation_id", flat=True)) == {d1.id, d2.id}
+    public = room(d1.workspace, "public", agent, r, r2)
+    _, public_api = make_run(agent, public, r)
+    assert recalled(public_api, "chainword") == []
+
+
+def test_a_reply_built_on_a_recalled_memory_keeps_its_room(linked_scene):
+    agent, r, r2, d1, d2, d3 = linked_scene
+    writer, writer_api = make_run(agent, d1, r)
+    remembered(writer_api, writer, "memoryword the plan")
+
+    replier, replier_api = make_run(agent, d2, r)
+    assert recalled(replier_api, "memoryword") == ["memoryword the plan"]
+    answer = replier_api.post(
+        f"/api/v1/runs/{replier.id}/reply", {"content": "replyword summary"}, format="json"
+    )
+    assert answer.status_code == 201, answer.content
+    reply_id = uuid.UUID(answer.json()["id"])
+    assert set(
+        MessageLineageRoom.objects.filter(message_id=reply_id).values_list(
+            "conversation_id", flat=True
+        )
+    ) == {d1.id}
+
+    d3_run, _ = make_run(agent, d3, r2)
+    assert hit_ids(d3_run, "replyword") == []
+    # Its own room still receives it.
+    assert hit_ids(make_run(agent, d2, r)[0], "replyword") == [reply_id]
+    # A later reply that was shown this reply inherits D1 as well, through its lineage.
+    reader, reader_api = make_run(agent, d2, r)
+    assert hit_ids(reader, "replyword") == [reply_id]
+    second = reader_api.post(
+        f"/api/v1/runs/{reader.id}/reply", {"content": "echoword"}, format="json"
+    )
+    assert second.status_code == 201, second.content
+    assert hit_ids(make_run(agent, d3, r2)[0], "echoword") == []
+    # And a memory written after reading the reply does too.
+    memo_writer, memo_api = make_run(agent, d2, r)
+    assert hit_ids(memo_writer, "replyword") == [reply_id]
+    remembered(memo_api, memo_writer, "laterword")
+    assert recalled(make_run(agent, d3, r2)[1], "laterword") == []
+
+
+def test_a_recalled_memory_without_sources_blocks_a_reply_its_room_does_not_permit(linked_scene):
+    """The delivery check holds the recalled memory's room against the destination as it is at
+    delivery: once a second person reads D2, D1's memory may not go there."""
+    agent, r, _, d1, d2, _ = linked_scene
+    writer, writer_api = make_run(agent, d1, r)
+    remembered(writer_api, writer, "memoryword the plan")
+    replier, replier_api = make_run(agent, d2, r)
+    assert recalled(replier_api, "memoryword") == ["memoryword the plan"]
+    join(d2, make_account(d1.workspace, "Newcomer Example"))
+    response = replier_api.post(
+        f"/api/v1/runs/{replier.id}/reply", {"content": "replyword"}, format="json"
+    )
+    assert response.status_code == 409, response.content
+    assert response.json()["error"]["details"] == {"blocked": 1, "reasons": {"lineage": 1}}

@@ -454,8 +454,9 @@ class _Rollback(Exception):
     """Raised to undo one example's world."""
 
 
-def check_search(plan: Plan, oracle: Oracle, run, index_of: dict, speaker: str) -> None:
-    """One search_history call against the oracle: hits, then each hit's neighbours."""
+def check_search(plan: Plan, oracle: Oracle, run, index_of: dict, speaker: str):
+    """One search_history call against the oracle: hits, then each hit's neighbours. Returns
+    the search's result."""
     expected = oracle.hits(speaker)
     eligible = oracle.hits("anyone")
     result = factories.history(run, "sample", limit=LIMIT, speaker=speaker)
@@ -479,6 +480,7 @@ def check_search(plan: Plan, oracle: Oracle, run, index_of: dict, speaker: str) 
         got_after = [index_of.get(m.id) for m in hit.after]
         assert got_before == want_before, (speaker, index, got_before, want_before)
         assert got_after == want_after, (speaker, index, got_after, want_after)
+    return result
 
 
 def plan_of(
