@@ -228,15 +228,16 @@ def _hits_sql(p: Perspective, query: TermQuery, filters: HistoryFilters) -> str:
     """
 
 
-def ranked_hits(
+def hits_statement(
     p: Perspective,
     query: TermQuery,
     filters: HistoryFilters,
     *,
     limit: int,
     now: datetime,
-) -> list[Hit]:
-    """The ``limit`` best eligible matches, best first, with their score components."""
+) -> tuple[str, dict[str, object]]:
+    """The ranked hits statement and its parameters (the scope included): what
+    ``ranked_hits`` runs, and what the benchmark times as the perspective floor."""
     fetch = limit + RECHECK_MARGIN
     params = {
         **p.params(),
@@ -250,7 +251,20 @@ def ranked_hits(
         "r_fetch": fetch,
         "r_limit": limit,
     }
-    return [_hit(message) for message in Message.objects.raw(_hits_sql(p, query, filters), params)]
+    return _hits_sql(p, query, filters), params
+
+
+def ranked_hits(
+    p: Perspective,
+    query: TermQuery,
+    filters: HistoryFilters,
+    *,
+    limit: int,
+    now: datetime,
+) -> list[Hit]:
+    """The ``limit`` best eligible matches, best first, with their score components."""
+    sql, params = hits_statement(p, query, filters, limit=limit, now=now)
+    return [_hit(message) for message in Message.objects.raw(sql, params)]
 
 
 def _hit(message: Message) -> Hit:
