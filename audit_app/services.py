@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from datetime import timedelta
 
 from django.db import DatabaseError, OperationalError, connection, transaction
@@ -19,7 +21,6 @@ from audit_app.models import (
 )
 from formation.errors import AuditUnavailable
 from formation.fields import format_timestamp
-from messages_app.models import Run
 from search_app.queries import HistoryFilters
 
 logger = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ PRUNE_BATCH = 5_000
 
 def search_event_record(
     *,
-    run: Run,
+    perspective,
     query_text: str,
     filters: dict[str, object],
     hits: Sequence,
@@ -37,12 +38,13 @@ def search_event_record(
     exclusions_capped: bool,
     budget_used: int,
     outcome: str = SearchOutcome.ANSWERED,
-) -> ConversationSearchEvent:
+) -> None:
     """Write the event inside the caller's transaction; ``audit_unavailable`` if that fails.
 
-    Must run in the same transaction as the run's evidence (the caller's ``atomic`` block):
-    the error raised here leaves that block and rolls the evidence back with it, so a search
-    that cannot be audited returns nothing and leaves nothing behind.
+    ``perspective`` names the run, its agent, destination and requester. Must run in the same
+    transaction as the run's evidence (the caller's ``atomic`` block): the error raised here
+    leaves that block and rolls the evidence back with it, so a search that cannot be audited
+    returns nothing and leaves nothing behind.
     """
     key_id, query_digest = current_digest(query_text)
     hit_ids = [hit.message.id for hit in hits]
@@ -55,13 +57,14 @@ def search_event_record(
             if message.id not in hit_ids
         )
     )
-    event = ConversationSearchEvent(
+    _insert(
+        in_callers_transaction=True,
         tool=SearchTool.SEARCH_HISTORY,
-        workspace_id=run.workspace_id,
-        run=run,
-        agent_id=run.agent_id,
-        destination_id=run.conversation_id,
-        requester_id=run.requester_id,
+        workspace_id=perspective.workspace_id,
+        run_id=perspective.run_id,
+        agent_id=perspective.agent_id,
+        destination_id=perspective.destination_id,
+        requester_id=perspective.requester_id,
         key_id=key_id,
         query_digest=query_digest,
         filters=filters,
@@ -74,7 +77,6 @@ def search_event_record(
         result_count=len(hits),
         budget_used=budget_used,
     )
-    return _write(event)
 
 
 def lookup_event_record(
@@ -83,56 +85,122 @@ def lookup_event_record(
     workspace_id: uuid.UUID,
     agent_id: uuid.UUID,
     run_id: uuid.UUID | None,
+    destination_id: uuid.UUID | None,
+    requester_id: uuid.UUID | None,
     query_text: str,
     filters: dict[str, object],
     result_ids: Sequence[uuid.UUID],
-) -> ConversationSearchEvent:
+) -> None:
     """Audit a search_messages call or a memory recall: who, the digest, what came back.
 
     Written in the caller's transaction when there is one (a run's tool call), so a call that
     cannot be audited returns nothing and records no evidence; ``audit_unavailable`` if not.
     """
     key_id, query_digest = current_digest(query_text)
-    run = (
-        Run.objects.filter(pk=run_id).only("conversation_id", "requester_id").first()
-        if run_id
-        else None
-    )
-    return _write(
-        ConversationSearchEvent(
-            tool=tool,
-            workspace_id=workspace_id,
-            run_id=run_id,
-            agent_id=agent_id,
-            destination_id=run.conversation_id if run else None,
-            requester_id=run.requester_id if run else None,
-            key_id=key_id,
-            query_digest=query_digest,
-            filters=filters,
-            hit_ids=list(result_ids),
-            result_count=len(result_ids),
-        )
+    _insert(
+        # A run's tool call holds a transaction (its evidence); an agent token's has none.
+        in_callers_transaction=run_id is not None,
+        tool=tool,
+        workspace_id=workspace_id,
+        run_id=run_id,
+        agent_id=agent_id,
+        destination_id=destination_id,
+        requester_id=requester_id,
+        key_id=key_id,
+        query_digest=query_digest,
+        filters=filters,
+        hit_ids=list(result_ids),
+        neighbour_ids=[],
+        rankings=[],
+        exclusions={},
+        exclusions_capped=False,
+        outcome=SearchOutcome.ANSWERED,
+        result_count=len(result_ids),
+        budget_used=0,
     )
 
 
-def _write(event: ConversationSearchEvent) -> ConversationSearchEvent:
-    """Insert the event (a savepoint inside the caller's transaction, its own without one)."""
+# Every column an event row sets, with the SQL type its parameter is read as.
+_COLUMNS = {
+    "id": "uuid",
+    "tool": "text",
+    "workspace_id": "uuid",
+    "run_id": "uuid",
+    "agent_id": "uuid",
+    "destination_id": "uuid",
+    "requester_id": "uuid",
+    "key_id": "text",
+    "query_digest": "text",
+    "filters": "jsonb",
+    "hit_ids": "uuid[]",
+    "neighbour_ids": "uuid[]",
+    "rankings": "jsonb",
+    "exclusions": "jsonb",
+    "exclusions_capped": "boolean",
+    "outcome": "text",
+    "result_count": "integer",
+    "budget_used": "integer",
+    "created_at": "timestamptz",
+}
+_INSERT = (
+    f"INSERT INTO {ConversationSearchEvent._meta.db_table} ({', '.join(_COLUMNS)}) VALUES ("
+    + ", ".join(f"%({column})s::{kind}" for column, kind in _COLUMNS.items())
+    + ")"
+)
+
+
+def _insert(*, in_callers_transaction: bool, **values: object) -> None:
+    """Insert one event with one statement, in the caller's transaction (its own without one).
+
+    A refused insert is ``audit_unavailable``; a lost connection or a cancelled statement goes
+    on as ``unavailable`` (503), like any other statement of the call: the audit row is not the
+    cause. A row PostgreSQL refuses only at COMMIT is caught there by ``audited_atomic``. In the
+    caller's transaction a refusal aborts it, and its ``atomic`` block rolls everything back;
+    any other enclosing transaction (only a test's) gets a savepoint, so it survives the refusal.
+    """
+    row = {
+        **values,
+        "id": uuid.uuid4(),
+        "created_at": timezone.now(),
+        **{name: json.dumps(values[name]) for name in ("filters", "rankings", "exclusions")},
+    }
+    guard = (
+        transaction.atomic()
+        if connection.in_atomic_block and not in_callers_transaction
+        else nullcontext()
+    )
     try:
-        with transaction.atomic():
-            event.save(force_insert=True)
-            # Foreign keys are checked at commit by default; check them now, so a row
-            # PostgreSQL would refuse at commit is refused here, as audit_unavailable.
-            with connection.cursor() as cursor:
-                cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        with guard, connection.cursor() as cursor:
+            cursor.execute(_INSERT, row)
     except OperationalError:
-        # The database went away or cancelled the statement: the whole call is refused as
-        # `unavailable` (503), like any other statement of it; the audit row is not the cause.
         raise
     except DatabaseError as error:
         # Only the error's class: its text could quote the row.
         logger.error("search audit write failed (%s); the search was refused", type(error).__name__)
         raise AuditUnavailable() from None
-    return event
+
+
+@contextmanager
+def audited_atomic() -> Iterator[None]:
+    """``transaction.atomic()`` for an audited call: what PostgreSQL refuses only at COMMIT (a
+    deferred constraint; Django's own foreign keys are ``DEFERRABLE INITIALLY DEFERRED``) is
+    ``audit_unavailable`` too, and like any failed commit it keeps nothing. An error raised
+    inside the block passes through unchanged."""
+    failed_inside = False
+    try:
+        with transaction.atomic():
+            try:
+                yield
+            except BaseException:
+                failed_inside = True
+                raise
+    except OperationalError:
+        raise
+    except DatabaseError as error:
+        if failed_inside:
+            raise
+        logger.error("search audit refused at commit (%s)", type(error).__name__)
+        raise AuditUnavailable() from None
 
 
 def _ranking(hit) -> dict[str, object]:

@@ -486,6 +486,11 @@ class Run(models.Model):
     recent_message_ids = ArrayField(models.UUIDField(), default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The distinct messages search_history has brought into the run's evidence (its budget),
+    # kept on the row every search locks by a trigger on the evidence table (migration 0010):
+    # a search that waited for the lock reads the count the previous one committed, where a
+    # count of evidence rows in the same statement would still see its older snapshot.
+    history_evidence_count = models.PositiveIntegerField(default=0, editable=False)
 
     class Meta:
         ordering = ["workspace_id", "-created_at", "id"]

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
@@ -553,16 +554,18 @@ def run_create(
 # --- run evidence ---------------------------------------------------------------------------
 
 
-def run_open_for_tools(*, workspace_id: uuid.UUID, run_id: uuid.UUID) -> None:
+def run_open_for_tools(
+    *, workspace_id: uuid.UUID, run_id: uuid.UUID
+) -> tuple[uuid.UUID, uuid.UUID]:
     """Share-lock the run until the caller's transaction ends; ``forbidden`` once finished.
 
     The share lock makes a tool call and the run's reply (which takes the row ``FOR UPDATE``)
     take turns: evidence recorded by a call is either seen by the delivery check or the call
-    finds the run finished and returns nothing.
+    finds the run finished and returns nothing. Returns the run's destination and requester.
     """
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT finished_at FROM {Run._meta.db_table} "
+            f"SELECT finished_at, conversation_id, requester_id FROM {Run._meta.db_table} "
             "WHERE workspace_id = %s AND id = %s FOR SHARE",
             [workspace_id, run_id],
         )
@@ -571,6 +574,7 @@ def run_open_for_tools(*, workspace_id: uuid.UUID, run_id: uuid.UUID) -> None:
         raise NotFound()
     if row[0] is not None:
         raise Forbidden("This run has finished; its tools are closed.")
+    return row[1], row[2]
 
 
 def run_evidence_record(
@@ -594,24 +598,38 @@ def run_evidence_record(
         )
 
 
+@dataclass
+class ToolCall:
+    """One agent tool call: with a run token, the run's destination and requester, and what
+    the tool returned (recorded as the run's evidence when the call ends)."""
+
+    destination_id: uuid.UUID | None = None
+    requester_id: uuid.UUID | None = None
+    returned_ids: list[uuid.UUID] = field(default_factory=list)
+
+    def returned(self, messages: Iterable[Any]) -> None:
+        """The tool is about to answer these messages."""
+        self.returned_ids.extend(message.id for message in messages)
+
+
 @contextmanager
 def tool_call(
     *, workspace_id: uuid.UUID, run_id: uuid.UUID | None, tool: str
-) -> Iterator[Callable[[Iterable[Message]], None]]:
+) -> Iterator[ToolCall]:
     """Run an agent tool; with a run token, record what it returns as the run's evidence.
 
-    Yields ``returned(messages)``: the tool calls it with what it is about to answer. For a run
-    the read and the record share one transaction under the run's share lock, so a failed call
-    records nothing and a finished run's tools answer ``forbidden``. With an agent token there
-    is no run, no lock and nothing to record.
+    For a run the read and the record share one transaction under the run's share lock, so a
+    failed call records nothing and a finished run's tools answer ``forbidden``. With an agent
+    token there is no run, no lock, no transaction and nothing to record: the tool's one
+    statement is its own.
     """
     if run_id is None:
-        yield lambda messages: None
+        yield ToolCall()
         return
     with transaction.atomic():
-        run_open_for_tools(workspace_id=workspace_id, run_id=run_id)
-        returned: list[uuid.UUID] = []
-        yield lambda messages: returned.extend(message.id for message in messages)
+        destination_id, requester_id = run_open_for_tools(workspace_id=workspace_id, run_id=run_id)
+        call = ToolCall(destination_id=destination_id, requester_id=requester_id)
+        yield call
         run_evidence_record(
-            workspace_id=workspace_id, run_id=run_id, message_ids=returned, tool=tool
+            workspace_id=workspace_id, run_id=run_id, message_ids=call.returned_ids, tool=tool
         )

@@ -26,7 +26,7 @@ def list_messages(caller: Caller, params: dict[str, Any]) -> dict[str, Any]:
     }
     with services.tool_call(
         workspace_id=caller.workspace_id, run_id=caller.run_id, tool="list_messages"
-    ) as returned:
+    ) as call:
         if "direction" in params:
             page = selectors.message_list_around(
                 **scope, anchor_id=params["anchorId"], direction=params["direction"]
@@ -35,7 +35,7 @@ def list_messages(caller: Caller, params: dict[str, Any]) -> dict[str, Any]:
             page = selectors.message_list(
                 **scope, offset=params["offset"], before_date=params.get("beforeDate")
             )
-        returned(page.items)
+        call.returned(page.items)
     body = {
         "items": [message_summary(m) for m in page.items],
         "total": page.total,
@@ -51,11 +51,11 @@ def list_messages(caller: Caller, params: dict[str, Any]) -> dict[str, Any]:
 def get_message(caller: Caller, message_id: uuid.UUID) -> dict[str, Any]:
     with services.tool_call(
         workspace_id=caller.workspace_id, run_id=caller.run_id, tool="get_message"
-    ) as returned:
+    ) as call:
         message = selectors.message_get(
             workspace_id=caller.workspace_id, agent_id=caller.agent_id, message_id=message_id
         )
-        returned([message])
+        call.returned([message])
     return message_summary(message)
 
 
@@ -64,7 +64,7 @@ def search_messages(caller: Caller, params: dict[str, Any]) -> dict[str, Any]:
     in the run's transaction when there is a run, and the call fails closed without it."""
     with services.tool_call(
         workspace_id=caller.workspace_id, run_id=caller.run_id, tool="search_messages"
-    ) as returned:
+    ) as call:
         items = selectors.message_search(
             workspace_id=caller.workspace_id,
             agent_id=caller.agent_id,
@@ -77,6 +77,8 @@ def search_messages(caller: Caller, params: dict[str, Any]) -> dict[str, Any]:
             workspace_id=caller.workspace_id,
             agent_id=caller.agent_id,
             run_id=caller.run_id,
+            destination_id=call.destination_id,
+            requester_id=call.requester_id,
             query_text=params["query"],
             filters={
                 "conversationId": str(params["conversationId"])
@@ -86,7 +88,7 @@ def search_messages(caller: Caller, params: dict[str, Any]) -> dict[str, Any]:
             },
             result_ids=[message.id for message in items],
         )
-        returned(items)
+        call.returned(items)
     return {
         "items": [message_summary(m) for m in items],
         "total": len(items),

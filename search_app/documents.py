@@ -14,13 +14,14 @@ from dataclasses import dataclass
 
 from django.db import connection, transaction
 
-from messages_app.models import Message
+from messages_app.models import Message, MessageLineageRoom
 from search_app.models import SEARCH_CONFIG, MessageSearchDocument
 
 DEFAULT_BATCH_SIZE = 5_000
 
 _MESSAGES = Message._meta.db_table
 _DOCUMENTS = MessageSearchDocument._meta.db_table
+_ROOMS = MessageLineageRoom._meta.db_table
 
 # A batch is locked FOR SHARE by one statement and compared by the next: under READ COMMITTED
 # the second statement's snapshot already includes any edit the lock waited for, and no edit
@@ -38,7 +39,9 @@ _BATCH = f"""
         WHERE id = ANY(%(ids)s::uuid[])
     ), expected AS (
         SELECT id, workspace_id, conversation_id, created_at, sender_account_id,
-               sender_agent_id, to_tsvector(%(config)s::regconfig, content) AS document
+               sender_agent_id, to_tsvector(%(config)s::regconfig, content) AS document,
+               (SELECT array_agg(r.conversation_id ORDER BY r.conversation_id)
+                FROM {_ROOMS} AS r WHERE r.message_id = batch.id) AS lineage_rooms
         FROM batch
         WHERE deleted_at IS NULL
     )
@@ -52,9 +55,10 @@ _CHECK = (
          WHERE NOT EXISTS (SELECT 1 FROM {_DOCUMENTS} AS d WHERE d.message_id = e.id)),
         (SELECT count(*) FROM expected AS e JOIN {_DOCUMENTS} AS d ON d.message_id = e.id
          WHERE (d.workspace_id, d.conversation_id, d.created_at, d.sender_account_id,
-                d.sender_agent_id, d.document)
+                d.sender_agent_id, d.document, d.lineage_rooms)
                IS DISTINCT FROM (e.workspace_id, e.conversation_id, e.created_at,
-                                 e.sender_account_id, e.sender_agent_id, e.document)),
+                                 e.sender_account_id, e.sender_agent_id, e.document,
+                                 e.lineage_rooms)),
         (SELECT count(*) FROM batch AS b JOIN {_DOCUMENTS} AS d ON d.message_id = b.id
          WHERE b.deleted_at IS NOT NULL)
 """
@@ -66,9 +70,9 @@ _REPAIR = (
     , upserted AS (
         INSERT INTO {_DOCUMENTS} AS d
             (message_id, workspace_id, conversation_id, created_at, sender_account_id,
-             sender_agent_id, document)
+             sender_agent_id, document, lineage_rooms)
         SELECT id, workspace_id, conversation_id, created_at, sender_account_id,
-               sender_agent_id, document
+               sender_agent_id, document, lineage_rooms
         FROM expected
         ON CONFLICT (message_id) DO UPDATE
             SET workspace_id = EXCLUDED.workspace_id,
@@ -76,12 +80,14 @@ _REPAIR = (
                 created_at = EXCLUDED.created_at,
                 sender_account_id = EXCLUDED.sender_account_id,
                 sender_agent_id = EXCLUDED.sender_agent_id,
-                document = EXCLUDED.document
+                document = EXCLUDED.document,
+                lineage_rooms = EXCLUDED.lineage_rooms
             WHERE (d.workspace_id, d.conversation_id, d.created_at, d.sender_account_id,
-                   d.sender_agent_id, d.document)
+                   d.sender_agent_id, d.document, d.lineage_rooms)
                   IS DISTINCT FROM (EXCLUDED.workspace_id, EXCLUDED.conversation_id,
                                     EXCLUDED.created_at, EXCLUDED.sender_account_id,
-                                    EXCLUDED.sender_agent_id, EXCLUDED.document)
+                                    EXCLUDED.sender_agent_id, EXCLUDED.document,
+                                    EXCLUDED.lineage_rooms)
         RETURNING (xmax = 0) AS inserted
     ), removed AS (
         DELETE FROM {_DOCUMENTS} AS d
@@ -118,7 +124,8 @@ def search_documents_rebuild(
     """Compare every message with its document, batch by batch; repair unless ``fix`` is off.
 
     ``missing``: a live message without a document; ``stale``: a document that differs from
-    what its message's body gives now; ``orphaned``: a document for a deleted message.
+    what its message's body and inherited rooms give now; ``orphaned``: a document for a
+    deleted message.
     """
     report = RebuildReport()
     after = uuid.UUID(int=0)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 
+from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
@@ -29,10 +30,11 @@ SEARCH_CONFIG = "formation_english"
 class MessageSearchDocument(models.Model):
     """The ``tsvector`` of one live message, with copies of the columns the rules filter on.
 
-    The copies (workspace, conversation, time, sender) never change after a message is stored
-    and come from the same trigger, so a search can rank from this table alone; the few rows it
-    returns are then rechecked against the canonical messages. They carry no foreign keys of
-    their own (the message's are enough): every import pays for each constraint checked.
+    The copies (workspace, conversation, time, sender, inherited rooms) come from the triggers
+    that keep the row in step, so a search can rank and apply every rule from this table alone;
+    the few rows it returns are then rechecked against the canonical messages. They carry no
+    foreign keys of their own (the message's are enough): every import pays for each
+    constraint checked.
     """
 
     message = models.OneToOneField(
@@ -44,6 +46,10 @@ class MessageSearchDocument(models.Model):
     sender_account_id = models.UUIDField(null=True)
     sender_agent_id = models.UUIDField(null=True)
     document = SearchVectorField()
+    # Rule 4 on the row: the rooms the message inherits (``MessageLineageRoom``), sorted, or
+    # null when it inherits none (every person's message), kept by the rooms table's trigger, so
+    # a search tests each match against the permitted rooms without probing another table.
+    lineage_rooms = ArrayField(models.UUIDField(), null=True)
 
     class Meta:
         db_table = "message_search_documents"

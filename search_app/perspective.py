@@ -1,12 +1,12 @@
 """The agent's perspective (SPEC §3): which messages a run may receive, as SQL predicates.
 
-SECURITY INVARIANT: everything here only *narrows*. Each rule is a condition or an anti-join on
-the canonical tables (memberships, identity links, lineage), evaluated by PostgreSQL inside the
-same statement that reads the messages; nothing in this module ever adds a message to a result,
-and nothing filters rows in Python after a fetch. search_history hits and their neighbours,
-the audit's exclusion counts and the final delivery check (``exclusion_reason``) and memories
-(``memory_eligible_condition``) all embed ``scope_ctes``, so the rules live here and nowhere
-else.
+SECURITY INVARIANT: everything here only *narrows*. Each rule is a condition on the canonical
+tables (memberships, identity links, lineage rooms) or on the projection rows their triggers
+keep in step, evaluated by PostgreSQL inside the same statement that reads the messages;
+nothing in this module ever adds a message to a result, and nothing filters rows in Python
+after a fetch. search_history hits and their neighbours, the audit's exclusion counts, the
+final delivery check and memories all embed ``scope_ctes`` and the rule fragments below, so the
+rules live here and nowhere else.
 
 A run fixes agent A, destination D and requester R. Message m in conversation S is eligible when
 
@@ -15,13 +15,18 @@ A run fixes agent A, destination D and requester R. Message m in conversation S 
 2. m is not deleted;
 3. S's audience permits D (``permitted`` below);
 4. every room m inherits permits D: the rooms of its lineage sources, transitively, and of the
-   memories its run recalled (``MessageLineageRoom`` holds that closure);
+   memories its run recalled (``MessageLineageRoom`` holds that closure; the projection a
+   sorted copy of it);
 5. m is neither the run's current message nor in its recent history.
+
+Each rule is written once, as one fragment per kind of row (``_rules``): ``eligible_condition``
+is their conjunction and ``exclusion_reason`` names the first one a row fails, so the two can
+never disagree.
 
 Identity links only widen the narrow direct-to-direct continuity of rule 3, and only while live
 (verified, not revoked); they never chain. Readerships, links and memberships are read once per
-call, inside its transaction (``resolve_scope``), never cached across calls, so a link revoked or
-a reader added a moment ago already counts.
+call by one statement (``scope_statement``, which also locks the run), never cached across
+calls, so a link revoked or a reader added a moment ago already counts.
 
 Why hand-written SQL rather than the ORM: these rules nest four levels of correlated subqueries,
 and compiling them through the ORM cost 20-50 ms per call, several times the query itself.
@@ -30,11 +35,12 @@ and compiling them through the ORM cost 20-50 ms per call, several times the que
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.db import connection
 
+from formation.errors import NotFound
 from messages_app.models import (
     Account,
     Conversation,
@@ -46,7 +52,7 @@ from messages_app.models import (
     MessageLineageRoom,
     Run,
 )
-from search_app.models import MemoryLineage, MemoryRoom
+from search_app.models import MemoryLineage, MemoryRoom, MessageSearchDocument
 
 ACCOUNTS = Account._meta.db_table
 CONVERSATIONS = Conversation._meta.db_table
@@ -57,16 +63,34 @@ LINEAGE_ROOMS = MessageLineageRoom._meta.db_table
 LIVE = IdentityLinkStatus.VERIFIED.value
 MEMORY_LINEAGE = MemoryLineage._meta.db_table
 MEMORY_ROOMS = MemoryRoom._meta.db_table
+DOCUMENTS = MessageSearchDocument._meta.db_table
+RUNS = Run._meta.db_table
+PUBLIC = ConversationKind.PUBLIC.value
+DIRECT = ConversationKind.DIRECT.value
+PRIVATE = ConversationKind.PRIVATE.value
+UNKNOWN = ConversationKind.UNKNOWN.value
 # Ends a correlated EXISTS so PostgreSQL keeps it a per-row probe of the row's own lineage.
 # Without it the planner may hash the subquery instead: read every lineage row of the table
 # once per statement (0.7 s on a million messages), to test a few candidates. (An OFFSET stops
 # EXISTS from being rewritten into a hashed ANY or a join.)
 PER_ROW = "OFFSET 0"
+# The scope arrays, in the order ``scope_statement`` answers them.
+SCOPE_NAMES = (
+    "s_permitted",
+    "s_sources",
+    "s_observed_conversations",
+    "s_observed_joined",
+    "s_observed_left",
+    "s_requester_accounts",
+    "s_agent_rooms",
+    "s_unknown_rooms",
+)
 
 
 @dataclass(frozen=True)
 class Perspective:
-    """Who is asking, for which audience: everything the rules need, taken from the run."""
+    """Who is asking, for which audience: everything the rules need, taken from the run, and
+    the scope read for this one call."""
 
     workspace_id: uuid.UUID
     agent_id: uuid.UUID
@@ -75,18 +99,14 @@ class Perspective:
     requester_id: uuid.UUID
     current_message_id: uuid.UUID | None = None
     recent_message_ids: tuple[uuid.UUID, ...] = ()
+    run_id: uuid.UUID | None = None
+    scope: dict[str, list] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of_run(cls, run: Run) -> Perspective:
-        return cls(
-            workspace_id=run.workspace_id,
-            agent_id=run.agent_id,
-            destination_id=run.conversation_id,
-            destination_kind=run.conversation.kind,
-            requester_id=run.requester_id,
-            current_message_id=run.current_message_id,
-            recent_message_ids=tuple(run.recent_message_ids),
-        )
+        """The perspective of an already loaded run, its scope read now (without a lock)."""
+        (perspective, _) = run_scope(workspace_id=run.workspace_id, run_id=run.id, lock=None)
+        return perspective
 
     @property
     def in_prompt(self) -> list[uuid.UUID]:
@@ -94,17 +114,8 @@ class Perspective:
         current = [self.current_message_id] if self.current_message_id else []
         return [*current, *self.recent_message_ids]
 
-    @cached_property
-    def scope(self) -> dict[str, object]:
-        """The scope arrays, read from the database on first use (``resolve_scope``)."""
-        return resolve_scope(self)
-
     def params(self) -> dict[str, object]:
         """The named parameters every fragment of this module uses, the scope included."""
-        return {**self.identity_params(), **self.scope}
-
-    def identity_params(self) -> dict[str, object]:
-        """Who asks, for which audience: the parameters ``resolve_scope`` needs."""
         return {
             "p_workspace": self.workspace_id,
             "p_agent": self.agent_id,
@@ -113,17 +124,16 @@ class Perspective:
             "p_in_prompt": self.in_prompt,
             "p_current": self.current_message_id,
             "p_recent": list(self.recent_message_ids),
+            **self.scope,
         }
 
 
-def _destination_readers(p: Perspective) -> str:
-    """D's readers: its current human members, or every account of a public D's workspace."""
-    if p.destination_kind == ConversationKind.PUBLIC:
-        return f"SELECT id AS account_id FROM {ACCOUNTS} WHERE workspace_id = %(p_workspace)s"
-    return (
-        f"SELECT account_id FROM {MEMBERSHIPS} WHERE conversation_id = %(p_destination)s "
-        "AND account_id IS NOT NULL AND left_at IS NULL"
-    )
+@dataclass(frozen=True)
+class RunState:
+    """What a run's tools need of its row besides the perspective, read under its lock."""
+
+    finished_at: datetime | None
+    history_evidence_count: int
 
 
 def _same_person(account: str) -> str:
@@ -137,195 +147,277 @@ def _same_person(account: str) -> str:
     """
 
 
-def _permitted_condition(p: Perspective) -> str:
-    """Rule 3 for conversation ``c``."""
-    allowed = [f"c.kind = '{ConversationKind.PUBLIC.value}'"]
+def _permitted_condition() -> str:
+    """Rule 3 for conversation ``c``, for the destination of the statement's ``run``.
+
+    Written for every kind of destination at once (its kind is a value of ``run``), so the
+    run's row and its scope are read by one statement before the kind is known. A public S
+    permits every D of the workspace. A direct S needs exactly one current human reader, who is
+    D's one reader or an account joined to that reader by one live link (``direct_continuity``
+    is empty unless D is direct with exactly one reader, and then no S qualifies). A private S
+    needs every reader of D to read it now (an unknown D's readership satisfies no subset
+    test). An ``unknown`` S appears in no branch: withheld for every destination.
+    """
     current_reader = (
         f"SELECT 1 FROM {MEMBERSHIPS} AS s WHERE s.conversation_id = c.id "
         "AND s.account_id IS NOT NULL AND s.left_at IS NULL"
     )
-    if p.destination_kind == ConversationKind.DIRECT:
-        # S direct with exactly one current human reader, who is D's one reader or an account
-        # joined to that reader by one live link. direct_reader is empty unless D has exactly
-        # one reader, and then no S qualifies.
-        allowed.append(
-            f"""(c.kind = '{ConversationKind.DIRECT.value}'
-                AND (SELECT count(DISTINCT s.account_id) FROM {MEMBERSHIPS} AS s
-                     WHERE s.conversation_id = c.id AND s.account_id IS NOT NULL
-                       AND s.left_at IS NULL) = 1
-                AND EXISTS ({current_reader}
-                            AND s.account_id IN (SELECT account_id FROM direct_continuity)))"""
-        )
-    if p.destination_kind != ConversationKind.UNKNOWN:
-        # Every reader of D reads S now. An unknown D's readership satisfies no subset test.
-        allowed.append(
-            f"""(c.kind = '{ConversationKind.PRIVATE.value}'
-                AND NOT EXISTS (
-                    SELECT 1 FROM destination_readers AS r
-                    WHERE NOT EXISTS ({current_reader} AND s.account_id = r.account_id)))"""
-        )
-    # `unknown` sources appear in no branch: withheld for every destination.
-    return " OR ".join(allowed)
+    return f"""
+        c.kind = '{PUBLIC}'
+        OR (c.kind = '{DIRECT}'
+            AND EXISTS (SELECT 1 FROM direct_continuity)
+            AND (SELECT count(DISTINCT s.account_id) FROM {MEMBERSHIPS} AS s
+                 WHERE s.conversation_id = c.id AND s.account_id IS NOT NULL
+                   AND s.left_at IS NULL) = 1
+            AND EXISTS ({current_reader}
+                        AND s.account_id IN (SELECT account_id FROM direct_continuity)))
+        OR (c.kind = '{PRIVATE}'
+            AND (SELECT destination_kind FROM run) <> '{UNKNOWN}'
+            AND NOT EXISTS (
+                SELECT 1 FROM destination_readers AS r
+                WHERE NOT EXISTS ({current_reader} AND s.account_id = r.account_id)))"""
 
 
-def _resolving_ctes(p: Perspective) -> str:
-    """The scope computed from the canonical tables (see ``scope_ctes`` for the names)."""
-    ctes = [f"destination_readers AS MATERIALIZED ({_destination_readers(p)})"]
-    if p.destination_kind == ConversationKind.DIRECT:
-        ctes.append(
-            """direct_reader AS MATERIALIZED (
-                SELECT min(account_id::text)::uuid AS account_id FROM destination_readers
-                HAVING count(DISTINCT account_id) = 1
-            )"""
-        )
-        ctes.append(
-            "direct_continuity AS MATERIALIZED (SELECT account_id FROM ("
-            + _same_person("(SELECT account_id FROM direct_reader)")
-            + ") AS person WHERE account_id IS NOT NULL)"
-        )
-    ctes.append(
-        f"""permitted AS MATERIALIZED (
-            SELECT c.id FROM {CONVERSATIONS} AS c
-            WHERE c.workspace_id = %(p_workspace)s AND ({_permitted_condition(p)})
-        )"""
-    )
-    ctes.append(
-        f"""sources AS MATERIALIZED (
-            SELECT pc.id FROM permitted AS pc
-            WHERE EXISTS (SELECT 1 FROM {MEMBERSHIPS} AS am
-                          WHERE am.agent_id = %(p_agent)s AND am.conversation_id = pc.id)
-        )"""
-    )
-    ctes.append(
-        f"""observed_intervals AS MATERIALIZED (
-            SELECT conversation_id, joined_at, left_at FROM {MEMBERSHIPS}
-            WHERE agent_id = %(p_agent)s AND conversation_id IN (SELECT id FROM permitted)
-        )"""
-    )
-    ctes.append(
-        "requester_accounts AS MATERIALIZED (" + _same_person("%(p_requester)s::uuid") + ")"
-    )
-    ctes.append(
-        f"""agent_rooms AS MATERIALIZED (
-            SELECT DISTINCT conversation_id FROM {MEMBERSHIPS} WHERE agent_id = %(p_agent)s
-        )"""
-    )
-    return ",\n".join(ctes)
+def scope_statement(lock: str | None) -> str:
+    """One statement: the run's row (locked ``FOR UPDATE`` or ``FOR SHARE`` with ``lock``)
+    and the scope its perspective needs, from the canonical tables.
 
+    ``permitted``: conversations of the workspace whose audience permits D (rule 3);
+    ``sources``: those A was ever a member of, the only ones that can hold observed messages;
+    ``observed_intervals``: A's membership intervals in permitted conversations;
+    ``requester_accounts``: R and the accounts joined to R by a live link;
+    ``agent_rooms``: every conversation A was ever a member of, and ``unknown_rooms`` those of
+    them whose audience is unknown (for the exclusion reasons).
 
-SCOPE_QUERY = """
-    WITH {ctes}
-    SELECT ARRAY(SELECT id FROM permitted), ARRAY(SELECT id FROM sources),
+    ``destination_readers`` are every account of a public D's workspace, else D's current
+    humans. One scan of the intervals feeds their three arrays, so element i of each is the
+    same interval. A lock waits for whoever holds the run, and the row it then returns is the
+    newest one (READ COMMITTED re-reads a locked row), so the budget counter on it is the one
+    the previous search committed.
+    """
+    locking = f"FOR {lock} OF r" if lock else ""
+    return f"""
+    WITH run AS MATERIALIZED (
+        SELECT r.id, r.agent_id, r.conversation_id AS destination_id, r.requester_id,
+               r.current_message_id, r.recent_message_ids, r.finished_at,
+               r.history_evidence_count, d.kind AS destination_kind
+        FROM {RUNS} AS r
+        JOIN {CONVERSATIONS} AS d ON d.id = r.conversation_id
+        WHERE r.workspace_id = %(p_workspace)s AND r.id = %(p_run)s
+        {locking}
+    ), destination_readers AS MATERIALIZED (
+        SELECT a.id AS account_id FROM {ACCOUNTS} AS a
+        WHERE a.workspace_id = %(p_workspace)s
+          AND (SELECT destination_kind FROM run) = '{PUBLIC}'
+        UNION
+        SELECT m.account_id FROM {MEMBERSHIPS} AS m
+        WHERE m.conversation_id = (SELECT destination_id FROM run)
+          AND m.account_id IS NOT NULL AND m.left_at IS NULL
+          AND (SELECT destination_kind FROM run) <> '{PUBLIC}'
+    ), direct_reader AS MATERIALIZED (
+        SELECT min(account_id::text)::uuid AS account_id FROM destination_readers
+        WHERE (SELECT destination_kind FROM run) = '{DIRECT}'
+        HAVING count(DISTINCT account_id) = 1
+    ), direct_continuity AS MATERIALIZED (
+        SELECT account_id FROM ({_same_person("(SELECT account_id FROM direct_reader)")})
+            AS person
+        WHERE account_id IS NOT NULL
+    ), permitted AS MATERIALIZED (
+        SELECT c.id FROM {CONVERSATIONS} AS c
+        WHERE c.workspace_id = %(p_workspace)s AND ({_permitted_condition()})
+    ), agent_memberships AS MATERIALIZED (
+        SELECT conversation_id, joined_at, left_at FROM {MEMBERSHIPS}
+        WHERE agent_id = (SELECT agent_id FROM run)
+    ), observed_intervals AS (
+        SELECT * FROM agent_memberships
+        WHERE conversation_id IN (SELECT id FROM permitted)
+    ), requester_accounts AS MATERIALIZED (
+        {_same_person("(SELECT requester_id FROM run)")}
+    )
+    SELECT run.*,
+           ARRAY(SELECT id FROM permitted),
+           ARRAY(SELECT DISTINCT conversation_id FROM observed_intervals),
            intervals.conversations, intervals.joined, intervals.left_at,
            ARRAY(SELECT account_id FROM requester_accounts WHERE account_id IS NOT NULL),
-           ARRAY(SELECT conversation_id FROM agent_rooms)
-    FROM (
-        -- One scan feeds the three arrays, so element i of each is the same interval.
+           ARRAY(SELECT DISTINCT conversation_id FROM agent_memberships),
+           ARRAY(SELECT c.id FROM {CONVERSATIONS} AS c
+                 WHERE c.kind = '{UNKNOWN}'
+                   AND c.id IN (SELECT conversation_id FROM agent_memberships))
+    FROM run, (
         SELECT coalesce(array_agg(conversation_id), '{{}}') AS conversations,
                coalesce(array_agg(joined_at), '{{}}') AS joined,
                coalesce(array_agg(left_at), '{{}}') AS left_at
         FROM observed_intervals
     ) AS intervals
-"""
+    """
 
 
-def resolve_scope(p: Perspective) -> dict[str, object]:
-    """Read the perspective's scope from the canonical tables: one statement, per search.
+def run_scope(
+    *, workspace_id: uuid.UUID, run_id: uuid.UUID, lock: str | None
+) -> tuple[Perspective, RunState]:
+    """The run's perspective with its scope, and its state, read by one statement.
 
-    Memberships, links and readerships are read here, when a search (or a delivery check)
-    first needs them, inside its transaction; every later statement of that call applies this
-    same scope, so its hits, neighbours and counts agree, and nothing is cached beyond it.
+    ``lock`` is ``"UPDATE"`` (searches, memories, the reply: one at a time per run),
+    ``"SHARE"`` (the other tools) or ``None``. A run of another workspace is ``NotFound``.
+    Every later statement of the call applies this same scope, so its hits, neighbours and
+    counts agree, and nothing is kept beyond the call.
     """
     with connection.cursor() as cursor:
-        cursor.execute(SCOPE_QUERY.format(ctes=_resolving_ctes(p)), p.identity_params())
+        cursor.execute(scope_statement(lock), {"p_workspace": workspace_id, "p_run": run_id})
         row = cursor.fetchone()
-    names = (
-        "s_permitted",
-        "s_sources",
-        "s_observed_conversations",
-        "s_observed_joined",
-        "s_observed_left",
-        "s_requester_accounts",
-        "s_agent_rooms",
+    if row is None:
+        raise NotFound()
+    (
+        _,
+        agent_id,
+        destination_id,
+        requester_id,
+        current_message_id,
+        recent_message_ids,
+        finished_at,
+        history_evidence_count,
+        destination_kind,
+        *arrays,
+    ) = row
+    perspective = Perspective(
+        workspace_id=workspace_id,
+        agent_id=agent_id,
+        destination_id=destination_id,
+        destination_kind=destination_kind,
+        requester_id=requester_id,
+        current_message_id=current_message_id,
+        recent_message_ids=tuple(recent_message_ids),
+        run_id=run_id,
+        scope=dict(zip(SCOPE_NAMES, (list(values) for values in arrays), strict=True)),
     )
-    return dict(zip(names, (list(value) for value in row), strict=True))
+    return perspective, RunState(
+        finished_at=finished_at, history_evidence_count=history_evidence_count
+    )
 
 
-def scope_ctes(p: Perspective) -> str:
-    """The CTEs ``eligible_condition`` relies on, for a ``WITH`` clause (no leading comma).
+def scope_ctes() -> str:
+    """The CTEs the rule fragments rely on, for a ``WITH`` clause (no leading comma).
 
-    ``permitted``: conversations of the workspace whose audience permits D (rule 3).
-    ``sources``: those A was ever a member of, the only ones that can hold observed messages.
-    ``observed_intervals``: A's membership intervals in permitted conversations.
-    ``requester_accounts``: R and the accounts joined to R by a live link.
-    ``agent_rooms``: every conversation A was ever a member of.
-
-    They unpack the scope ``resolve_scope`` read once for this perspective (``p.params()``
+    They unpack the scope ``run_scope`` read once for this call (``Perspective.params()``
     carries it), so a statement plans in a fraction of the time the full rules took and a
-    search pays for them once, not in every statement.
+    search pays for them once, not in every statement. Arrays travel as literals (Django binds
+    parameters on the client), so ``= ANY`` over them is a hashed look-up.
     """
     return """
         permitted AS (SELECT unnest(%(s_permitted)s::uuid[]) AS id),
-        sources AS (SELECT unnest(%(s_sources)s::uuid[]) AS id),
         observed_intervals AS (
             SELECT * FROM unnest(%(s_observed_conversations)s::uuid[],
                                  %(s_observed_joined)s::timestamptz[],
                                  %(s_observed_left)s::timestamptz[])
                 AS interval(conversation_id, joined_at, left_at)
         ),
-        requester_accounts AS (SELECT unnest(%(s_requester_accounts)s::uuid[]) AS account_id),
-        agent_rooms AS (SELECT unnest(%(s_agent_rooms)s::uuid[]) AS conversation_id)"""
+        requester_accounts AS (SELECT unnest(%(s_requester_accounts)s::uuid[]) AS account_id)"""
 
 
-def _inherits_withheld_room(message_id: str) -> str:
-    """Rule 4 fails: some room the message inherits does not permit D."""
-    return f"""EXISTS (
-            SELECT 1 FROM {LINEAGE_ROOMS} AS inherited
-            WHERE inherited.message_id = {message_id}
-              AND inherited.conversation_id NOT IN (SELECT id FROM permitted)
-            {PER_ROW})"""
+def observed_join(alias: str) -> str:
+    """``LEFT JOIN`` of projection row ``alias`` to the agent's interval that holds it (rule 1).
+
+    A search classifies thousands of projection rows: one hashed join with the agent's few
+    intervals, instead of a subquery per row. Intervals of one member in one room never
+    overlap (an exclusion constraint), so at most one matches and no row is repeated.
+    """
+    return f"""LEFT JOIN observed_intervals AS {alias}_observed
+        ON {alias}_observed.conversation_id = {alias}.conversation_id
+       AND {alias}_observed.joined_at <= {alias}.created_at
+       AND ({alias}_observed.left_at IS NULL OR {alias}_observed.left_at > {alias}.created_at)"""
 
 
-def eligible_condition(alias: str, *, projection: bool = False, prompt_rule: bool = True) -> str:
-    """Rules 1 to 5 for row ``alias``, given ``scope_ctes`` in the same statement.
+def _rules(
+    alias: str, *, projection: bool, prompt_rule: bool, lineage: str
+) -> list[tuple[str, str]]:
+    """Rules 1 to 5 for row ``alias``, in the order they are checked: ``(passes, reason)``.
 
-    ``alias`` is a message, or with ``projection`` a ``message_search_documents`` row, whose
-    copies of the workspace, conversation and time carry the same names. A projection row
-    exists only while its message is live, and whatever a search takes from the projection is
-    checked again here, on the canonical message, before it is returned. Without
-    ``prompt_rule`` rule 5 is left out: what the run may *receive*, prompt or not.
+    ``alias`` is a message, or with ``projection`` a ``message_search_documents`` row (whose
+    copies of the workspace, conversation, time, sender and inherited rooms carry the same
+    names) joined by ``observed_join``. A projection row exists only while its message is
+    live, so rule 2 is left to the canonical recheck of whatever a search returns. The
+    conversation-level checks come first: on a large corpus most matches are settled by one
+    hashed look-up. Without ``prompt_rule`` rule 5 is left out: what the run may *receive*.
+
+    ``lineage`` says where a message's rule 4 is read: ``"rooms"``, the canonical
+    ``MessageLineageRoom`` rows (the delivery check), or ``"document"``, the copy its
+    projection row carries (searches, which then read no lineage at all); a live agent message
+    whose projection row is missing fails it, so a drifted projection withholds, never leaks.
     """
     m = alias
     message_id = f"{m}.message_id" if projection else f"{m}.id"
+    rules = [
+        (
+            f"({m}.workspace_id = %(p_workspace)s "
+            f"AND {m}.conversation_id = ANY(%(s_agent_rooms)s::uuid[]))",
+            "not_observed",
+        ),
+        (f"NOT {m}.conversation_id = ANY(%(s_unknown_rooms)s::uuid[])", "unknown_audience"),
+        (f"{m}.conversation_id = ANY(%(s_permitted)s::uuid[])", "audience"),
+    ]
+    inherits_permitted = (
+        "{row}.lineage_rooms IS NULL OR {row}.lineage_rooms <@ %(s_permitted)s::uuid[]"
+    )
     if projection:
-        # A search reads thousands of projection rows: a hashed semi-join with the agent's few
-        # intervals in permitted conversations, instead of an index probe per row.
-        live = ""
-        observed = f"""EXISTS (
-            SELECT 1 FROM observed_intervals AS observer
-            WHERE observer.conversation_id = {m}.conversation_id
-              AND observer.joined_at <= {m}.created_at
-              AND (observer.left_at IS NULL OR observer.left_at > {m}.created_at))"""
+        rules.append((f"{m}_observed.conversation_id IS NOT NULL", "not_observed"))
+        # Rule 4 on the row: a person's message inherits nothing (null); an agent's rooms are
+        # tested against the permitted ones without reading another table.
+        rules.append((f"({inherits_permitted.format(row=m)})", "lineage"))
     else:
-        live = f"AND {m}.deleted_at IS NULL"
-        # A filter, not a join: neighbour walks stay in index order and stop early.
-        observed = f"""{m}.conversation_id = ANY(%(s_sources)s::uuid[])
-        AND EXISTS (
-            SELECT 1 FROM {MEMBERSHIPS} AS observer
-            WHERE observer.agent_id = %(p_agent)s
-              AND observer.conversation_id = {m}.conversation_id
-              AND observer.joined_at <= {m}.created_at
-              AND (observer.left_at IS NULL OR observer.left_at > {m}.created_at))"""
-    not_in_prompt = f"AND {message_id} <> ALL (%(p_in_prompt)s::uuid[])" if prompt_rule else ""
-    # Only agent-authored messages inherit rooms (a trigger on the rooms table guarantees it),
-    # so a person's message needs no look-up, and an agent's message one index probe.
-    return f"""(
-        {m}.workspace_id = %(p_workspace)s
-        {live}
-        AND {observed}
-        AND ({m}.sender_agent_id IS NULL OR NOT {_inherits_withheld_room(message_id)})
-        {not_in_prompt}
-    )"""
+        rules.append(
+            (
+                f"""EXISTS (
+                    SELECT 1 FROM {MEMBERSHIPS} AS observer
+                    WHERE observer.agent_id = %(p_agent)s
+                      AND observer.conversation_id = {m}.conversation_id
+                      AND observer.joined_at <= {m}.created_at
+                      AND (observer.left_at IS NULL OR observer.left_at > {m}.created_at))""",
+                "not_observed",
+            )
+        )
+        rules.append((f"{m}.deleted_at IS NULL", "deleted"))
+        # Only agent-authored messages inherit rooms (a trigger on the rooms table guarantees
+        # it), so a person's message needs no look-up, and an agent's message one index probe.
+        if lineage == "document":
+            inherited = f"""COALESCE((
+                    SELECT {inherits_permitted.format(row="own_document")}
+                    FROM {DOCUMENTS} AS own_document WHERE own_document.message_id = {m}.id
+                ), false)"""
+        else:
+            inherited = f"""NOT EXISTS (
+                    SELECT 1 FROM {LINEAGE_ROOMS} AS inherited
+                    WHERE inherited.message_id = {m}.id
+                      AND NOT inherited.conversation_id = ANY(%(s_permitted)s::uuid[])
+                    {PER_ROW})"""
+        rules.append((f"({m}.sender_agent_id IS NULL OR {inherited})", "lineage"))
+    if prompt_rule:
+        rules.append((f"{message_id} IS DISTINCT FROM %(p_current)s", "current_message"))
+        rules.append((f"{message_id} <> ALL(%(p_recent)s::uuid[])", "recent_history"))
+    return rules
+
+
+def eligible_condition(
+    alias: str, *, projection: bool = False, prompt_rule: bool = True, lineage: str = "rooms"
+) -> str:
+    """Rules 1 to 5 for row ``alias`` (see ``_rules``), given ``scope_ctes`` in the statement."""
+    rules = _rules(alias, projection=projection, prompt_rule=prompt_rule, lineage=lineage)
+    return "(" + "\n        AND ".join(condition for condition, _ in rules) + ")"
+
+
+def exclusion_reason(
+    alias: str, *, projection: bool = False, prompt_rule: bool = True, lineage: str = "rooms"
+) -> str:
+    """The first of rules 1 to 5 that row ``alias`` fails, or NULL when it is eligible.
+
+    For the audit's exclusion counts and, without rule 5 (``prompt_rule=False``), the final
+    delivery check: the negation of ``eligible_condition``, clause by clause, so a message
+    failing several rules is counted under the first in ``_rules``' order.
+    """
+    rules = _rules(alias, projection=projection, prompt_rule=prompt_rule, lineage=lineage)
+    branches = "".join(
+        f"\n        WHEN NOT {condition} THEN '{reason}'" for condition, reason in rules
+    )
+    return f"CASE{branches}\n    END"
 
 
 def receivable_reference(column: str) -> str:
@@ -338,58 +430,8 @@ def receivable_reference(column: str) -> str:
     return f"""CASE WHEN {column} = ANY(%(p_in_prompt)s::uuid[]) OR EXISTS (
             SELECT 1 FROM {MESSAGES} AS referenced
             WHERE referenced.id = {column}
-              AND {eligible_condition("referenced", prompt_rule=False)})
+              AND {eligible_condition("referenced", prompt_rule=False, lineage="document")})
         THEN {column} END"""
-
-
-def exclusion_reason(alias: str, *, projection: bool = False, prompt_rule: bool = True) -> str:
-    """The first of rules 1 to 5 that message ``alias`` fails, or NULL when it is eligible.
-
-    For the audit's exclusion counts and, without rule 5 (``prompt_rule=False``), the final
-    delivery check; given ``scope_ctes`` and ``alias``'s conversation as ``c``. Each branch is
-    the negation of one clause of ``eligible_condition``; rule 3 is split so a withheld
-    ``unknown`` audience is told apart from one that does not fit the destination. With
-    ``projection``, ``alias`` is a ``message_search_documents`` row and "deleted" means its
-    canonical message is no longer live.
-
-    Order: the checks that depend only on the conversation come first (never a member: not
-    observed; unknown audience; audience), each one hashed look-up, then the per-message ones
-    (membership interval: not observed; deleted; lineage; rule 5). On a large corpus most
-    matches are settled by the first group, so a message failing several rules is counted
-    under the first in this order.
-    """
-    m = alias
-    message_id = f"{m}.message_id" if projection else f"{m}.id"
-    deleted = (
-        f"NOT EXISTS (SELECT 1 FROM {MESSAGES} AS live WHERE live.id = {m}.message_id "
-        "AND live.deleted_at IS NULL)"
-        if projection
-        else f"{m}.deleted_at IS NOT NULL"
-    )
-    in_prompt = (
-        f"""
-        WHEN {message_id} = %(p_current)s THEN 'current_message'
-        WHEN {message_id} = ANY(%(p_recent)s::uuid[]) THEN 'recent_history'"""
-        if prompt_rule
-        else ""
-    )
-    return f"""CASE
-        WHEN {m}.workspace_id <> %(p_workspace)s
-          OR {m}.conversation_id NOT IN (SELECT conversation_id FROM agent_rooms)
-            THEN 'not_observed'
-        WHEN c.kind = '{ConversationKind.UNKNOWN.value}' THEN 'unknown_audience'
-        WHEN {m}.conversation_id NOT IN (SELECT id FROM permitted) THEN 'audience'
-        WHEN NOT EXISTS (
-            SELECT 1 FROM {MEMBERSHIPS} AS observer
-            WHERE observer.agent_id = %(p_agent)s
-              AND observer.conversation_id = {m}.conversation_id
-              AND observer.joined_at <= {m}.created_at
-              AND (observer.left_at IS NULL OR observer.left_at > {m}.created_at))
-            THEN 'not_observed'
-        WHEN {deleted} THEN 'deleted'
-        WHEN {m}.sender_agent_id IS NOT NULL AND {_inherits_withheld_room(message_id)}
-            THEN 'lineage'{in_prompt}
-    END"""
 
 
 def _memory_deleted_source(alias: str) -> str:
@@ -405,7 +447,7 @@ def _memory_withheld_room(alias: str) -> str:
     return f"""EXISTS (
         SELECT 1 FROM {MEMORY_ROOMS} AS inherited
         WHERE inherited.memory_id = {alias}.id
-          AND inherited.conversation_id NOT IN (SELECT id FROM permitted))"""
+          AND NOT inherited.conversation_id = ANY(%(s_permitted)s::uuid[]))"""
 
 
 def memory_eligible_condition(alias: str) -> str:

@@ -1,9 +1,12 @@
-"""search_history reads: ranked hits and their neighbours, both through ``perspective``.
+"""search_history reads: one statement for the ranked hits, their neighbours, their highlights
+and the audit's exclusion counts, all through ``perspective``.
 
-Every statement here embeds the perspective's ``scope_ctes`` and ``eligible_condition`` and
-only narrows what they allow. The ranked hit query is a single SQL statement (match,
-perspective, ranking and the loading of text, titles and speaker names), so a hit's text always
-comes from the same snapshot that checked it.
+Every statement here embeds the perspective's ``scope_ctes`` and rule fragments and only
+narrows what they allow. The history statement reads the search's matches from the projection
+once: every match is classified by ``perspective.exclusion_reason``; the eligible ones are
+ranked; the best are read, with their text, titles and speakers, from the canonical messages
+and checked again there; their neighbours are read and checked by the same statement, so a hit's
+text and its context come from the same snapshot that checked them.
 
 Ranking (SPEC §6). Each component is a value in [0, 1] times a fixed weight; the weights add
 up to 1, so ``score`` is in [0, 1] and the contributions add up to it exactly:
@@ -23,9 +26,12 @@ up to 1, so ``score`` is in [0, 1] and the contributions add up to it exactly:
 Ties are broken by time (newer first), then id. Document frequencies come only from eligible
 messages, so what an agent may not see cannot even shift the order of what it may.
 
-Closeness needs the positions of every query term in a document, so it is computed only where
-it can change the outcome: any message whose other components already trail the limit-th best
-by more than closeness could ever add (0.12) cannot reach the top, and is skipped.
+Closeness needs the positions of the query's terms in a document, so it is computed only where
+it can change the outcome. The ``fetch`` best by the other components (the *leaders*) get
+theirs first; the worst final score among them is a floor the true ``fetch``-th best cannot be
+under, so only rows within what closeness could ever add (0.12) of that floor are *contenders*
+at all. A gap is found by phrase tests (``a <1> b``, ``a <2> b``, …, evaluated in C) up to
+``PHRASE_GAPS``, and only a larger one by reading every position.
 """
 
 from __future__ import annotations
@@ -35,21 +41,22 @@ from datetime import datetime
 
 from django.db import connection
 
-from messages_app.models import Account, Agent, Conversation, Message, RunEvidence
-from search_app.models import AgentMemory, MessageSearchDocument, RunMemory
+from messages_app.models import Account, Agent, RunEvidence
+from messages_app.selectors import SUMMARY_COLUMNS, MessageRow
+from search_app.models import SEARCH_CONFIG, AgentMemory, MessageSearchDocument, RunMemory
 from search_app.perspective import (
     CONVERSATIONS,
-    MEMBERSHIPS,
     MESSAGES,
     Perspective,
     eligible_condition,
     exclusion_reason,
     memory_eligible_condition,
     memory_exclusion_reason,
+    observed_join,
     receivable_reference,
     scope_ctes,
 )
-from search_app.text import TermQuery
+from search_app.text import TermQuery, highlight_markers, quote_lexeme
 
 WEIGHTS = {
     "text": 0.60,
@@ -71,9 +78,14 @@ RECHECK_MARGIN = 5
 # At most this many of a search's matches are classified for the audit's exclusion counts.
 EXCLUSION_SCAN = 2_000
 MORE_MATCHES = "more_matches"
+# Gaps found by phrase tests before positions are read one by one.
+PHRASE_GAPS = 6
+# Reasons settled before a match's canonical message is looked up to tell a drifted one.
+CONVERSATION_REASONS = ("not_observed", "unknown_audience", "audience")
 
 SPEAKERS = ("anyone", "requester", "you")
 DOCUMENTS = MessageSearchDocument._meta.db_table
+EVIDENCE = RunEvidence._meta.db_table
 
 
 @dataclass(frozen=True)
@@ -85,11 +97,16 @@ class HistoryFilters:
 
 @dataclass
 class Hit:
-    message: Message
+    message: MessageRow
     components: dict[str, float]
     values: dict[str, float]
-    before: list[Message] = field(default_factory=list)
-    after: list[Message] = field(default_factory=list)
+    conversation_title: str = ""
+    conversation_kind: str = ""
+    speaker_name: str = ""
+    # ts_headline's output for the text, marked with ``text.highlight_markers()``.
+    marked: str | None = None
+    before: list[MessageRow] = field(default_factory=list)
+    after: list[MessageRow] = field(default_factory=list)
 
     @property
     def score(self) -> float:
@@ -97,17 +114,15 @@ class Hit:
         return sum(self.components.values())
 
 
-def _message_columns(alias: str) -> str:
-    """Message ``alias``'s columns, with ``replyToId`` and ``threadId`` only where the run may
-    receive the message they name (``perspective.receivable_reference``)."""
-    references = ("reply_to_id", "thread_id")
-    columns = [
-        f"{alias}.{field.column}"
-        for field in Message._meta.concrete_fields
-        if field.column not in references
-    ]
-    columns += [f"{receivable_reference(f'{alias}.{name}')} AS {name}" for name in references]
-    return ", ".join(columns)
+@dataclass
+class HistoryResult:
+    """What the history statement read: the hits best first (neighbours attached), which of
+    the returned messages are already the run's evidence, and the exclusion counts."""
+
+    hits: list[Hit]
+    seen: set
+    exclusions: dict[str, int]
+    capped: bool
 
 
 def _filter_sql(filters: HistoryFilters) -> str:
@@ -124,108 +139,81 @@ def _filter_sql(filters: HistoryFilters) -> str:
     return "".join(f" AND {condition}" for condition in conditions)
 
 
-def _hits_sql(p: Perspective, query: TermQuery, filters: HistoryFilters) -> str:
-    """Rank eligible matches from the projection, then load and recheck the best from messages.
+def _summary_columns(alias: str) -> str:
+    """Message ``alias``'s summary columns, with ``replyToId`` and ``threadId`` only where the
+    run may receive the message they name (``perspective.receivable_reference``)."""
+    return ", ".join(
+        f"{receivable_reference(f'{alias}.{column}')} AS {column}"
+        if column in ("reply_to_id", "thread_id")
+        else f"{alias}.{column}"
+        for column in SUMMARY_COLUMNS
+    )
 
-    ``candidates`` is every eligible match with its per-term flags and non-text signals (one
-    pass, no message rows read); ``rarity`` turns the flags into document frequencies;
-    ``partial`` scores everything but closeness; ``contenders`` are the rows closeness could
-    still lift into the page; ``ranked`` is the page plus a small margin; the final SELECT reads
-    those from the canonical messages and applies every rule again.
-    """
-    terms = range(len(query.lexemes))
-    flags = "".join(f", d.document @@ %(q_t{i})s::tsquery AS t{i}" for i in terms)
-    frequencies = ", ".join(f"count(*) FILTER (WHERE t{i})::float8 AS df{i}" for i in terms)
-    rarities = ", ".join(
-        f"CASE WHEN df{i} > 0 THEN ln(1 + matches / df{i}) ELSE 0 END AS w{i}" for i in terms
+
+def _phrase_query(lexemes: tuple[str, ...], gap: int) -> str:
+    """Two different query terms exactly ``gap`` positions apart, either way round (and, for a
+    gap of 1, at one position: words past 16,383 all share it)."""
+    distances = (0, 1) if gap == 1 else (gap,)
+    pairs = [
+        f"{quote_lexeme(first)} <{distance}> {quote_lexeme(second)}"
+        for first in lexemes
+        for second in lexemes
+        if first != second
+        for distance in distances
+    ]
+    return " | ".join(f"({pair})" for pair in pairs)
+
+
+def _gap_sql(row: str) -> str:
+    """The smallest gap between two different query terms in row ``row``'s document, or NULL
+    when it matched one term only; phrase tests first, every position only past them."""
+    tests = "".join(
+        f"\n                WHEN d.document @@ %(g_{gap})s::tsquery THEN {gap}"
+        for gap in range(1, PHRASE_GAPS + 1)
     )
-    covered = " + ".join(f"CASE WHEN c.t{i} THEN w.w{i} ELSE 0 END" for i in terms)
-    total_rarity = " + ".join(f"w.w{i}" for i in terms)
-    matched_terms = " + ".join(f"c.t{i}::int" for i in terms)
-    text_weight = WEIGHTS["text"]
-    most_closeness_adds = text_weight * CLOSENESS_SHARE
-    return f"""
-    WITH {scope_ctes(p)},
-    requester_rooms AS MATERIALIZED (
-        SELECT conversation_id FROM {MEMBERSHIPS}
-        WHERE account_id = %(p_requester)s AND left_at IS NULL
-    ), candidates AS MATERIALIZED (
-        SELECT d.message_id AS id, d.created_at,
-               COALESCE(d.sender_account_id IN (SELECT account_id FROM requester_accounts),
-                        false)::int AS actor,
-               (d.conversation_id = %(p_destination)s)::int AS same_conversation,
-               (d.conversation_id IN (SELECT conversation_id FROM requester_rooms))::int
-                   AS participation
-               {flags}
-        FROM {DOCUMENTS} AS d
-        WHERE d.document @@ %(q_any)s::tsquery
-          AND {eligible_condition("d", projection=True)}{_filter_sql(filters)}
-    ), rarity AS (
-        SELECT {rarities}
-        FROM (SELECT count(*)::float8 AS matches, {frequencies} FROM candidates) AS frequency
-    ), partial AS (
-        SELECT c.id, c.created_at, c.actor, c.same_conversation, c.participation,
-               ({covered}) / NULLIF({total_rarity}, 0) AS coverage,
-               ({matched_terms}) AS matched_terms,
-               1 / (1 + GREATEST(date_part('epoch', %(r_now)s::timestamptz - c.created_at), 0)
-                        / {RECENCY_HALF_LIFE_SECONDS}) AS recency
-        FROM candidates AS c CROSS JOIN rarity AS w
-    ), scored_without_closeness AS MATERIALIZED (
-        SELECT p.*,
-               {text_weight * COVERAGE_SHARE} * p.coverage
-               + {WEIGHTS["actor"]} * p.actor
-               + {WEIGHTS["conversation"]} * p.same_conversation
-               + {WEIGHTS["participation"]} * p.participation
-               + {WEIGHTS["recency"]} * p.recency AS partial_score
-        FROM partial AS p
-    ), cutoff AS (
-        SELECT partial_score - {most_closeness_adds} AS floor
-        FROM scored_without_closeness
-        ORDER BY partial_score DESC LIMIT 1 OFFSET %(r_offset)s
-    ), contenders AS MATERIALIZED (
-        SELECT s.*,
-               CASE WHEN s.matched_terms >= 2 THEN (
-                   SELECT min(x.position - x.previous_position)
-                   FROM (
-                       SELECT u.lexeme, pos.position,
-                              lag(pos.position) OVER w AS previous_position,
-                              lag(u.lexeme) OVER w AS previous_lexeme
-                       FROM {DOCUMENTS} AS d,
-                            unnest(d.document) AS u(lexeme, positions, weights),
-                            unnest(u.positions) AS pos(position)
-                       WHERE d.message_id = s.id AND u.lexeme = ANY(%(q_lexemes)s::text[])
-                       WINDOW w AS (ORDER BY pos.position)
-                   ) AS x
-                   WHERE x.previous_lexeme <> x.lexeme
-               ) END AS gap
-        FROM scored_without_closeness AS s
-        WHERE s.partial_score >= COALESCE((SELECT floor FROM cutoff), '-infinity'::float8)
-    ), ranked AS (
-        SELECT c.*, c.partial_score + {most_closeness_adds} * c.closeness AS rank_score
-        FROM (
-            SELECT c.*,
-                   CASE WHEN c.gap IS NULL THEN 0::float8
-                        ELSE 1 / (1 + (GREATEST(c.gap, 1) - 1) / {CLOSENESS_GAP_SCALE}::float8)
-                   END AS closeness
-            FROM contenders AS c
-        ) AS c
-        ORDER BY rank_score DESC, c.created_at DESC, c.id DESC
-        LIMIT %(r_fetch)s
+    return f"""CASE WHEN {row}.matched_terms >= 2 THEN (
+            SELECT CASE{tests}
+                ELSE (
+                    SELECT min(x.position - x.previous_position)
+                    FROM (
+                        SELECT u.lexeme, pos.position,
+                               lag(pos.position) OVER w AS previous_position,
+                               lag(u.lexeme) OVER w AS previous_lexeme
+                        FROM unnest(d.document) AS u(lexeme, positions, weights),
+                             unnest(u.positions) AS pos(position)
+                        WHERE u.lexeme = ANY(%(q_lexemes)s::text[])
+                        WINDOW w AS (ORDER BY pos.position)
+                    ) AS x
+                    WHERE x.previous_lexeme <> x.lexeme)
+            END
+            FROM {DOCUMENTS} AS d WHERE d.message_id = {row}.id) END"""
+
+
+def _closeness_sql(gap: str) -> str:
+    return (
+        f"CASE WHEN {gap} IS NULL THEN 0::float8 "
+        f"ELSE 1 / (1 + (GREATEST({gap}, 1) - 1) / {CLOSENESS_GAP_SCALE}::float8) END"
     )
-    SELECT {_message_columns("m")},
-           s.coverage, s.closeness, s.actor, s.same_conversation, s.participation,
-           s.recency, s.rank_score,
-           conversation.title AS conversation_title, conversation.kind AS conversation_kind,
-           COALESCE(account.display_name, agent.name) AS speaker_name
-    FROM ranked AS s
-    JOIN {MESSAGES} AS m ON m.id = s.id
-    JOIN {Conversation._meta.db_table} AS conversation ON conversation.id = m.conversation_id
-    LEFT JOIN {Account._meta.db_table} AS account ON account.id = m.sender_account_id
-    LEFT JOIN {Agent._meta.db_table} AS agent ON agent.id = m.sender_agent_id
-    WHERE {eligible_condition("m")}
-    ORDER BY s.rank_score DESC, m.created_at DESC, m.id DESC
-    LIMIT %(r_limit)s
+
+
+def _neighbour_side(side: str) -> str:
+    """The eligible messages nearest a hit on one side, nearest first.
+
+    The inner ``ORDER BY seq LIMIT`` walks the ``(conversation, seq)`` index away from the hit
+    and pins that plan (left to itself the planner read the whole window through the timeline
+    index and sorted it); it stops at the second eligible message or after ``NEIGHBOUR_SCAN``
+    messages, so a hit whose surroundings the agent never observed costs a bounded amount and
+    simply has fewer. Rule 4 is read from the neighbour's projection row, like the hits'.
     """
+    before = side == "before"
+    return f"""(SELECT m.*, '{side}' AS side FROM (
+                 SELECT * FROM {MESSAGES} AS nearest
+                 WHERE nearest.conversation_id = hit.conversation_id
+                   AND nearest.seq {"<" if before else ">"} hit.seq
+                 ORDER BY nearest.seq {"DESC" if before else ""} LIMIT {NEIGHBOUR_SCAN}
+             ) AS m
+             WHERE {eligible_condition("m", lineage="document")}
+             ORDER BY m.seq {"DESC" if before else ""} LIMIT {NEIGHBOURS_EACH_SIDE})"""
 
 
 def hits_statement(
@@ -236,22 +224,249 @@ def hits_statement(
     limit: int,
     now: datetime,
 ) -> tuple[str, dict[str, object]]:
-    """The ranked hits statement and its parameters (the scope included): what
-    ``ranked_hits`` runs, and what the benchmark times as the perspective floor."""
+    """The history statement and its parameters (the scope included): what
+    ``history_read`` runs, and what the benchmark times as the perspective floor.
+
+    ``matches`` is every match within the caller's filters, classified in one pass over the
+    projection (no message rows read); ``excluded`` counts the first ``EXCLUSION_SCAN`` of them
+    by reason, telling a drifted projection row (``deleted``) by its canonical message;
+    ``frequency`` turns the eligible ones' term flags into document frequencies; ``scored``
+    ranks them on everything but closeness; ``leaders`` and ``contenders`` add closeness where it
+    can matter; ``page`` reads the best from the canonical messages and checks every rule
+    again; ``nearby`` finds their neighbours. One result set answers all of it, tagged by
+    ``kind``.
+    """
+    terms = range(len(query.lexemes))
     fetch = limit + RECHECK_MARGIN
+    flags = "".join(
+        f", CASE WHEN classified.reason IS NULL THEN classified.document @@ %(q_t{i})s::tsquery"
+        f" END AS t{i}"
+        for i in terms
+    )
+    frequencies = ", ".join(f"count(*) FILTER (WHERE t{i})::float8 AS df{i}" for i in terms)
+    rarities = ", ".join(
+        f"CASE WHEN df{i} > 0 THEN ln(1 + matches / df{i}) ELSE 0 END AS w{i}" for i in terms
+    )
+    covered = " + ".join(f"CASE WHEN e.t{i} THEN w.w{i} ELSE 0 END" for i in terms)
+    total_rarity = " + ".join(f"w.w{i}" for i in terms)
+    matched_terms = " + ".join(f"e.t{i}::int" for i in terms)
+    most_closeness_adds = WEIGHTS["text"] * CLOSENESS_SHARE
+    final_score = f"partial_score + {most_closeness_adds} * {_closeness_sql('gap')}"
+    speaker = "COALESCE(account.display_name, agent.name)"
+    sql = f"""
+    WITH {scope_ctes()},
+    requester_rooms AS MATERIALIZED (
+        SELECT conversation_id FROM messages_app_membership
+        WHERE account_id = %(p_requester)s AND left_at IS NULL
+    ), matches AS MATERIALIZED (
+        SELECT classified.id, classified.created_at, classified.reason,
+               row_number() OVER () AS position,
+               COALESCE(classified.sender_account_id IN
+                        (SELECT account_id FROM requester_accounts), false)::int AS actor,
+               (classified.conversation_id = %(p_destination)s)::int AS same_conversation,
+               (classified.conversation_id IN
+                    (SELECT conversation_id FROM requester_rooms))::int AS participation
+               {flags}
+        FROM (
+            SELECT d.message_id AS id, d.conversation_id, d.created_at, d.sender_account_id,
+                   d.document,
+                   {exclusion_reason("d", projection=True)} AS reason
+            FROM {DOCUMENTS} AS d
+            {observed_join("d")}
+            WHERE d.workspace_id = %(p_workspace)s AND d.document @@ %(q_any)s::tsquery
+                  {_filter_sql(filters)}
+        ) AS classified
+    ), excluded AS (
+        SELECT CASE WHEN x.position > %(x_scan)s THEN '{MORE_MATCHES}'
+                    WHEN x.reason IN {CONVERSATION_REASONS} THEN x.reason
+                    WHEN NOT EXISTS (SELECT 1 FROM {MESSAGES} AS live
+                                     WHERE live.id = x.id AND live.deleted_at IS NULL)
+                        THEN 'deleted'
+                    ELSE x.reason END AS reason
+        FROM matches AS x
+        WHERE x.position <= %(x_scan)s + 1
+    ), eligible AS (
+        SELECT * FROM matches WHERE reason IS NULL
+    ), weights AS (
+        SELECT {rarities}
+        FROM (SELECT count(*)::float8 AS matches, {frequencies} FROM eligible) AS frequency
+    ), partial AS MATERIALIZED (
+        SELECT s.*,
+               {WEIGHTS["text"] * COVERAGE_SHARE} * s.coverage
+               + {WEIGHTS["actor"]} * s.actor
+               + {WEIGHTS["conversation"]} * s.same_conversation
+               + {WEIGHTS["participation"]} * s.participation
+               + {WEIGHTS["recency"]} * s.recency AS partial_score
+        FROM (
+            SELECT e.id, e.created_at, e.actor, e.same_conversation, e.participation,
+                   ({covered}) / NULLIF({total_rarity}, 0) AS coverage,
+                   ({matched_terms}) AS matched_terms,
+                   1 / (1 + GREATEST(date_part('epoch', %(r_now)s::timestamptz - e.created_at),
+                                     0) / {RECENCY_HALF_LIFE_SECONDS}) AS recency
+            FROM eligible AS e CROSS JOIN weights AS w
+        ) AS s
+    ), leaders AS MATERIALIZED (
+        SELECT l.*, {_gap_sql("l")} AS gap
+        FROM (SELECT * FROM partial
+              ORDER BY partial_score DESC, created_at DESC, id DESC LIMIT %(r_fetch)s) AS l
+    ), floor AS (
+        SELECT CASE WHEN count(*) = %(r_fetch)s THEN min({final_score})
+                    ELSE '-infinity'::float8 END AS score
+        FROM leaders
+    ), contenders AS (
+        SELECT * FROM leaders
+        UNION ALL
+        SELECT c.*, {_gap_sql("c")} AS gap
+        FROM partial AS c
+        WHERE c.partial_score >= (SELECT score FROM floor) - {most_closeness_adds}
+          AND c.id NOT IN (SELECT id FROM leaders)
+    ), ranked AS (
+        SELECT c.*, {_closeness_sql("c.gap")} AS closeness,
+               c.{final_score} AS rank_score
+        FROM contenders AS c
+        ORDER BY rank_score DESC, c.created_at DESC, c.id DESC
+        LIMIT %(r_fetch)s
+    ), page AS MATERIALIZED (
+        SELECT row_number() OVER (ORDER BY s.rank_score DESC, m.created_at DESC, m.id DESC)
+                   AS position,
+               {_summary_columns("m")},
+               s.coverage, s.closeness, s.actor, s.same_conversation, s.participation,
+               s.recency, s.rank_score,
+               conversation.title AS conversation_title, conversation.kind AS conversation_kind,
+               {speaker} AS speaker_name
+        FROM ranked AS s
+        JOIN {MESSAGES} AS m ON m.id = s.id
+        JOIN {CONVERSATIONS} AS conversation ON conversation.id = m.conversation_id
+        LEFT JOIN {Account._meta.db_table} AS account ON account.id = m.sender_account_id
+        LEFT JOIN {Agent._meta.db_table} AS agent ON agent.id = m.sender_agent_id
+        WHERE {eligible_condition("m", lineage="document")}
+        ORDER BY s.rank_score DESC, m.created_at DESC, m.id DESC
+        LIMIT %(r_limit)s
+    ), nearby AS (
+        SELECT hit.position, nearby.side, {_summary_columns("nearby")}
+        FROM page AS hit
+        CROSS JOIN LATERAL (
+            {_neighbour_side("before")}
+            UNION ALL
+            {_neighbour_side("after")}
+        ) AS nearby
+    )
+    SELECT 'hit' AS kind, p.position, NULL AS side,
+           {", ".join(f"p.{column}" for column in SUMMARY_COLUMNS)},
+           p.coverage, p.closeness, p.actor, p.same_conversation, p.participation, p.recency,
+           p.conversation_title, p.conversation_kind, p.speaker_name,
+           ts_headline(%(config)s::regconfig, p.content, %(q_any)s::tsquery, %(h_options)s)
+               AS marked,
+           EXISTS (SELECT 1 FROM {EVIDENCE} AS e
+                   WHERE e.run_id = %(p_run)s AND e.message_id = p.id) AS seen,
+           NULL AS reason, NULL::bigint AS matches
+    FROM page AS p
+    UNION ALL
+    SELECT 'neighbour', n.position, n.side,
+           {", ".join(f"n.{column}" for column in SUMMARY_COLUMNS)},
+           NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+           EXISTS (SELECT 1 FROM {EVIDENCE} AS e
+                   WHERE e.run_id = %(p_run)s AND e.message_id = n.id),
+           NULL, NULL
+    FROM nearby AS n
+    UNION ALL
+    SELECT 'exclusion', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+           NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+           excluded.reason, count(*)
+    FROM excluded WHERE excluded.reason IS NOT NULL GROUP BY excluded.reason
+    """
+    start, stop = highlight_markers()
     params = {
         **p.params(),
+        "p_run": p.run_id,
+        "config": SEARCH_CONFIG,
         "q_any": query.tsquery,
         "q_lexemes": list(query.lexemes),
-        **{f"q_t{i}": query.term(i) for i in range(len(query.lexemes))},
+        **{f"q_t{i}": query.term(i) for i in terms},
+        **{f"g_{gap}": _phrase_query(query.lexemes, gap) for gap in range(1, PHRASE_GAPS + 1)},
         "f_after": filters.after,
         "f_before": filters.before,
         "r_now": now,
-        "r_offset": fetch - 1,
         "r_fetch": fetch,
         "r_limit": limit,
+        "x_scan": EXCLUSION_SCAN,
+        "h_options": f"HighlightAll=true, StartSel={start}, StopSel={stop}",
     }
-    return _hits_sql(p, query, filters), params
+    return sql, params
+
+
+def history_read(
+    p: Perspective,
+    query: TermQuery,
+    filters: HistoryFilters,
+    *,
+    limit: int,
+    now: datetime,
+) -> HistoryResult:
+    """Run the history statement: the ``limit`` best eligible matches, best first, with their
+    score components, neighbours and highlights, and the exclusion counts."""
+    sql, params = hits_statement(p, query, filters, limit=limit, now=now)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    hits: dict[int, Hit] = {}
+    neighbours: list[tuple] = []
+    seen: set = set()
+    exclusions: dict[str, int] = {}
+    summary = slice(3, 3 + len(SUMMARY_COLUMNS))
+    for row in rows:
+        kind, position, side = row[0], row[1], row[2]
+        if kind == "exclusion":
+            exclusions[row[-2]] = row[-1]
+            continue
+        message = MessageRow(*row[summary])
+        if row[-3]:
+            seen.add(message.id)
+        if kind == "hit":
+            hits[position] = _hit(message, row[summary.stop :])
+        else:
+            neighbours.append((position, side, message))
+    for position, side, message in neighbours:
+        hit = hits[position]
+        (hit.before if side == "before" else hit.after).append(message)
+    ordered = [hits[position] for position in sorted(hits)]
+    for hit in ordered:
+        hit.before.sort(key=lambda message: message.seq)
+        hit.after.sort(key=lambda message: message.seq)
+    capped = exclusions.pop(MORE_MATCHES, 0) > 0
+    return HistoryResult(hits=ordered, seen=seen, exclusions=exclusions, capped=capped)
+
+
+def _hit(message: MessageRow, extra: tuple) -> Hit:
+    (
+        coverage,
+        closeness,
+        actor,
+        same_conversation,
+        participation,
+        recency,
+        title,
+        kind,
+        speaker,
+        marked,
+        *_,
+    ) = extra
+    values = {
+        "text": COVERAGE_SHARE * coverage + CLOSENESS_SHARE * closeness,
+        "actor": float(actor),
+        "conversation": float(same_conversation),
+        "participation": float(participation),
+        "recency": float(recency),
+    }
+    return Hit(
+        message=message,
+        components={name: WEIGHTS[name] * value for name, value in values.items()},
+        values=values,
+        conversation_title=title,
+        conversation_kind=kind,
+        speaker_name=speaker,
+        marked=marked,
+    )
 
 
 def ranked_hits(
@@ -263,139 +478,23 @@ def ranked_hits(
     now: datetime,
 ) -> list[Hit]:
     """The ``limit`` best eligible matches, best first, with their score components."""
-    sql, params = hits_statement(p, query, filters, limit=limit, now=now)
-    return [_hit(message) for message in Message.objects.raw(sql, params)]
-
-
-def _hit(message: Message) -> Hit:
-    text = COVERAGE_SHARE * message.coverage + CLOSENESS_SHARE * message.closeness
-    values = {
-        "text": text,
-        "actor": float(message.actor),
-        "conversation": float(message.same_conversation),
-        "participation": float(message.participation),
-        "recency": float(message.recency),
-    }
-    components = {name: WEIGHTS[name] * value for name, value in values.items()}
-    return Hit(message=message, components=components, values=values)
-
-
-def attach_neighbours(p: Perspective, hits: list[Hit]) -> None:
-    """Up to two eligible messages each side of every hit, in conversation order.
-
-    One statement: for each hit, the nearest messages by ``seq`` on each side that pass
-    ``eligible_condition``, read with their text. Each side walks the ``(conversation, seq)``
-    index away from the hit (the inner ``ORDER BY seq LIMIT`` pins that plan: left to itself
-    the planner read the whole window through the timeline index and sorted it) and stops at
-    the second eligible message, or after ``NEIGHBOUR_SCAN`` messages, so a hit whose
-    surroundings the agent never observed costs a bounded amount and simply has fewer.
-    """
-    if not hits:
-        return
-    sql = f"""
-        WITH {scope_ctes(p)},
-        hit AS (
-            SELECT position, conversation_id, seq
-            FROM unnest(%(n_conversations)s::uuid[], %(n_seqs)s::bigint[])
-                 WITH ORDINALITY AS h(conversation_id, seq, position)
-        )
-        SELECT {_message_columns("nearby")}, nearby.side, hit.position AS hit_position
-        FROM hit
-        CROSS JOIN LATERAL (
-            (SELECT m.*, 'before' AS side FROM (
-                 SELECT * FROM {MESSAGES} AS nearest
-                 WHERE nearest.conversation_id = hit.conversation_id AND nearest.seq < hit.seq
-                 ORDER BY nearest.seq DESC LIMIT %(n_scan)s
-             ) AS m
-             WHERE {eligible_condition("m")}
-             ORDER BY m.seq DESC LIMIT {NEIGHBOURS_EACH_SIDE})
-            UNION ALL
-            (SELECT m.*, 'after' AS side FROM (
-                 SELECT * FROM {MESSAGES} AS nearest
-                 WHERE nearest.conversation_id = hit.conversation_id AND nearest.seq > hit.seq
-                 ORDER BY nearest.seq LIMIT %(n_scan)s
-             ) AS m
-             WHERE {eligible_condition("m")}
-             ORDER BY m.seq LIMIT {NEIGHBOURS_EACH_SIDE})
-        ) AS nearby
-    """
-    params = {
-        **p.params(),
-        "n_conversations": [hit.message.conversation_id for hit in hits],
-        "n_seqs": [hit.message.seq for hit in hits],
-        "n_scan": NEIGHBOUR_SCAN,
-    }
-    for message in Message.objects.raw(sql, params):
-        hit = hits[message.hit_position - 1]
-        (hit.before if message.side == "before" else hit.after).append(message)
-    for hit in hits:
-        hit.before.sort(key=lambda message: message.seq)
-        hit.after.sort(key=lambda message: message.seq)
-
-
-@dataclass(frozen=True)
-class Exclusions:
-    """How many matches were withheld, by reason (``perspective.exclusion_reason``)."""
-
-    counts: dict[str, int]
-    capped: bool
-
-
-def exclusion_counts(p: Perspective, query: TermQuery, filters: HistoryFilters) -> Exclusions:
-    """Classify the search's matches in the workspace (within the caller's filters).
-
-    Bounded for large corpora: at most ``EXCLUSION_SCAN`` matches, in index order, are read
-    from the projection and classified by ``perspective.exclusion_reason`` (which checks the
-    canonical message only for "deleted"); ``capped`` says more matches existed.
-    """
-    sql = f"""
-        WITH {scope_ctes(p)},
-        matched AS (
-            SELECT d.message_id, d.workspace_id, d.conversation_id, d.created_at, d.sender_agent_id
-            FROM {DOCUMENTS} AS d
-            WHERE d.workspace_id = %(p_workspace)s AND d.document @@ %(q_any)s::tsquery
-                  {_filter_sql(filters)}
-            LIMIT %(x_scan)s + 1
-        ), numbered AS (
-            SELECT matched.*, row_number() OVER () AS position FROM matched
-        ), classified AS (
-            SELECT CASE WHEN d.position > %(x_scan)s THEN '{MORE_MATCHES}'
-                        ELSE {exclusion_reason("d", projection=True)} END AS reason
-            FROM numbered AS d
-            JOIN {CONVERSATIONS} AS c ON c.id = d.conversation_id
-        )
-        SELECT reason, count(*) FROM classified GROUP BY reason
-    """
-    params = {
-        **p.params(),
-        "q_any": query.tsquery,
-        "f_after": filters.after,
-        "f_before": filters.before,
-        "x_scan": EXCLUSION_SCAN,
-    }
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = dict(cursor.fetchall())
-    capped = rows.pop(MORE_MATCHES, 0) > 0
-    counts = {reason: count for reason, count in rows.items() if reason is not None}
-    return Exclusions(counts=counts, capped=capped)
+    return history_read(p, query, filters, limit=limit, now=now).hits
 
 
 def delivery_blockers(p: Perspective, *, run_id) -> dict[str, int]:
     """Why the run's evidence may not reach its destination now: counts by reason (SPEC §4).
 
     Every evidence message is checked against rules 1 to 4 as they stand at this moment
-    (rule 5 concerns what the run may be shown, not what it may say); every memory the run was
-    given is checked like a recall (``memory_eligible_condition``). Empty means the reply may
-    be delivered.
+    (rule 5 concerns what the run may be shown, not what it may say), on the canonical rows;
+    every memory the run was given is checked like a recall (``memory_eligible_condition``).
+    Empty means the reply may be delivered.
     """
     sql = f"""
-        WITH {scope_ctes(p)}
+        WITH {scope_ctes()}
         SELECT reason, count(*) FROM (
             SELECT {exclusion_reason("m", prompt_rule=False)} AS reason
-            FROM {RunEvidence._meta.db_table} AS evidence
+            FROM {EVIDENCE} AS evidence
             JOIN {MESSAGES} AS m ON m.id = evidence.message_id
-            JOIN {CONVERSATIONS} AS c ON c.id = m.conversation_id
             WHERE evidence.run_id = %(d_run)s
             UNION ALL
             SELECT {memory_exclusion_reason("memory")}
@@ -418,7 +517,7 @@ def memory_hits(p: Perspective, query: TermQuery, *, limit: int) -> list[AgentMe
     query as search_history, then newer first, then id.
     """
     sql = f"""
-        WITH {scope_ctes(p)}
+        WITH {scope_ctes()}
         SELECT memory.id, memory.workspace_id, memory.agent_id, memory.run_id, memory.content,
                memory.created_at, ts_rank_cd(memory.document, %(q_any)s::tsquery) AS rank
         FROM {AgentMemory._meta.db_table} AS memory

@@ -70,14 +70,14 @@ def search_history_body(result: HistorySearch) -> dict[str, Any]:
                 **message_summary(message),
                 "conversation": {
                     "id": str(message.conversation_id),
-                    "title": message.conversation_title,
-                    "kind": message.conversation_kind,
+                    "title": hit.conversation_title,
+                    "kind": hit.conversation_kind,
                 },
                 "time": format_timestamp(message.created_at),
                 "speaker": {
                     "type": speaker_type,
                     "id": str(message.sender_agent_id or message.sender_account_id),
-                    "displayName": message.speaker_name,
+                    "displayName": hit.speaker_name,
                 },
                 "text": message.content,
                 "highlights": marks,

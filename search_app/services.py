@@ -1,13 +1,13 @@
 """The run's perspective-bound work: search_history (SPEC §5, §6, audited as §7 says), the
 reply with its final delivery check, and the agent's memories (SPEC §4).
 
-Concurrency. The run's row is locked (``SELECT ... FOR UPDATE``) before anything is read, so
-searches, replies and memories of one run take turns (tool calls share-lock it); under READ
-COMMITTED every later statement sees the evidence the previous call committed, and the count can
-never pass the ceiling, however many searches run at once. Calls on different runs never wait
-for each other. The perspective's scope is read once per call, after the lock; the hits and
-their texts are read by one statement, and each neighbour passes the rules in the statement
-that reads it, so a message deleted meanwhile is never returned.
+Concurrency. The run's row is locked (``SELECT ... FOR UPDATE``) by the statement that reads
+the call's scope, before anything else is read, so searches, replies and memories of one run
+take turns (tool calls share-lock it); the locked row carries the budget counter the previous
+search committed, and under READ COMMITTED every later statement sees the evidence it
+committed, so the count can never pass the ceiling, however many searches run at once. Calls on
+different runs never wait for each other. The hits, their texts and their neighbours are read
+by one statement that applies every rule, so a message deleted meanwhile is never returned.
 """
 
 from __future__ import annotations
@@ -25,23 +25,21 @@ from formation.errors import (
     DeliveryBlocked,
     Forbidden,
     InvalidArguments,
-    NotFound,
     SearchBudgetExhausted,
 )
 from formation.fields import camel_case
-from messages_app.models import Message, MessageLineage, MessageLineageRoom, Run, RunEvidence
+from messages_app.models import (
+    Conversation,
+    Message,
+    MessageLineage,
+    MessageLineageRoom,
+    Run,
+    RunEvidence,
+)
 from messages_app.services import MessageDraft, message_create, run_evidence_record
 from search_app.models import AgentMemory, MemoryLineage, MemoryRoom, RunMemory
-from search_app.perspective import Perspective
-from search_app.queries import (
-    HistoryFilters,
-    Hit,
-    attach_neighbours,
-    delivery_blockers,
-    exclusion_counts,
-    memory_hits,
-    ranked_hits,
-)
+from search_app.perspective import Perspective, run_scope
+from search_app.queries import HistoryFilters, Hit, delivery_blockers, history_read, memory_hits
 from search_app.text import highlights, parse_query
 
 EVIDENCE_BUDGET = 400
@@ -70,20 +68,13 @@ class HistorySearch:
     trimmed: int
 
 
-def _lock_run(*, workspace_id: uuid.UUID, run_id: uuid.UUID, open_only: bool = True) -> Run:
-    """The run, locked ``FOR UPDATE`` until the transaction ends; ``forbidden`` once finished
-    unless ``open_only`` is false."""
-    run = (
-        Run.objects.select_for_update(of=("self",))
-        .select_related("conversation")
-        .filter(workspace_id=workspace_id, pk=run_id)
-        .first()
-    )
-    if run is None:
-        raise NotFound()
-    if open_only and run.finished_at is not None:
+def _locked(*, workspace_id: uuid.UUID, run_id: uuid.UUID, open_only: bool = True):
+    """The run's perspective and state, its row locked ``FOR UPDATE`` until the transaction
+    ends; ``forbidden`` once finished unless ``open_only`` is false."""
+    perspective, state = run_scope(workspace_id=workspace_id, run_id=run_id, lock="UPDATE")
+    if open_only and state.finished_at is not None:
         raise Forbidden("This run has finished; its tools are closed.")
-    return run
+    return perspective, state
 
 
 def _spend(hits: list[Hit], seen: set, remaining: int) -> tuple[list[Hit], list, int]:
@@ -125,24 +116,24 @@ def search_history(
 ) -> HistorySearch:
     """Search the run's perspective, record what it returns as evidence, and audit the call.
 
-    The audit event (SPEC §7) is written in the same transaction as the evidence, also for a
-    call refused because the budget is spent, so "who searched for X" has a complete answer;
-    if it cannot be written, ``audit_unavailable`` rolls the whole call back. A query with no
-    searchable word is refused before any of this and is not audited: nothing was searched.
+    Statements: the run's lock with its scope, the hits statement (hits, neighbours,
+    highlights, exclusion counts), the evidence (whose trigger moves the budget counter on),
+    the audit event, in one transaction. The audit event (SPEC §7) is written in the same
+    transaction as the evidence, also for a call refused because the budget is spent, so "who
+    searched for X" has a complete answer; if it cannot be written, ``audit_unavailable`` rolls
+    the whole call back (a constraint PostgreSQL checks only at COMMIT included). A query with
+    no searchable word is refused before any of this and is not audited: nothing was searched.
     """
     query = parse_query(query_text)
     now = now or timezone.now()
     filters_record = audit.filters_record(filters, limit=limit)
-    with transaction.atomic():
-        run = _lock_run(workspace_id=workspace_id, run_id=run_id)
-        # The budget counts the distinct messages search_history itself brought in; a run that
-        # listed thousands of messages is counted, not loaded.
-        evidence = RunEvidence.objects.filter(run=run)
-        used = evidence.filter(tool=SEARCH_TOOL).count()
+    with audit.audited_atomic():
+        perspective, state = _locked(workspace_id=workspace_id, run_id=run_id)
+        used = state.history_evidence_count
         remaining = EVIDENCE_BUDGET - used
         if remaining <= 0:
             audit.search_event_record(
-                run=run,
+                perspective=perspective,
                 query_text=query_text,
                 filters=filters_record,
                 hits=[],
@@ -154,33 +145,27 @@ def search_history(
             exhausted = Budget(used=used)
         else:
             exhausted = None
-            perspective = Perspective.of_run(run)
-            hits = ranked_hits(perspective, query, filters, limit=limit, now=now)
-            attach_neighbours(perspective, hits)
-            # Everything already returned to the model is free to return again: only these
-            # candidates' evidence rows are read.
-            candidates = [m.id for hit in hits for m in (hit.message, *hit.before, *hit.after)]
-            seen = set(
-                evidence.filter(message_id__in=candidates).values_list("message_id", flat=True)
-            )
-            hits, spent, trimmed = _spend(hits, seen, remaining)
+            found = history_read(perspective, query, filters, limit=limit, now=now)
+            # Everything already returned to the model is free to return again.
+            hits, spent, trimmed = _spend(found.hits, found.seen, remaining)
             run_evidence_record(
-                workspace_id=workspace_id, run_id=run.id, message_ids=spent, tool=SEARCH_TOOL
+                workspace_id=workspace_id, run_id=run_id, message_ids=spent, tool=SEARCH_TOOL
             )
-            excluded = exclusion_counts(perspective, query, filters)
             budget = Budget(used=used + len(spent))
             audit.search_event_record(
-                run=run,
+                perspective=perspective,
                 query_text=query_text,
                 filters=filters_record,
                 hits=hits,
-                exclusions={**excluded.counts, "budget": trimmed},
-                exclusions_capped=excluded.capped,
+                exclusions={**found.exclusions, "budget": trimmed},
+                exclusions_capped=found.capped,
                 budget_used=budget.used,
             )
             # Inside the transaction: if anything fails from here on, no evidence or audit
             # is recorded for results the model never received.
-            marked = highlights([hit.message.content for hit in hits], query)
+            marked = highlights(
+                [hit.message.content for hit in hits], query, [hit.marked for hit in hits]
+            )
     if exhausted is not None:
         raise SearchBudgetExhausted(details={"budget": exhausted.summary()})
     return HistorySearch(hits=hits, highlights=marked, budget=budget, trimmed=trimmed)
@@ -189,7 +174,7 @@ def search_history(
 # --- delivery and memories (SPEC §4) ---------------------------------------------------------
 
 
-def _run_sources(run: Run) -> list:
+def _run_sources(perspective: Perspective) -> list:
     """What the run's model has seen: its prompt, its evidence, then its memories' sources.
 
     The prompt (current message and recent history) is in the destination itself, so it never
@@ -198,16 +183,15 @@ def _run_sources(run: Run) -> list:
     message's own sources are added when the lineage is stored (its closure), so chains
     flatten to the originals.
     """
-    prompt = [run.current_message_id] if run.current_message_id else []
-    evidence = RunEvidence.objects.filter(run=run).order_by("created_at", "id")
+    run_id = perspective.run_id
+    evidence = RunEvidence.objects.filter(run_id=run_id).order_by("created_at", "id")
     remembered = MemoryLineage.objects.filter(
-        memory__in=RunMemory.objects.filter(run=run).values("memory")
+        memory__in=RunMemory.objects.filter(run_id=run_id).values("memory")
     ).order_by("memory_id", "source_id")
     return list(
         dict.fromkeys(
             [
-                *prompt,
-                *run.recent_message_ids,
+                *perspective.in_prompt,
                 *evidence.values_list("message_id", flat=True),
                 *remembered.values_list("source_id", flat=True),
             ]
@@ -225,10 +209,10 @@ def run_reply(*, workspace_id: uuid.UUID, run_id: uuid.UUID, content: str) -> Me
     how many messages block it and why, nothing about which.
     """
     with transaction.atomic():
-        run = _lock_run(workspace_id=workspace_id, run_id=run_id, open_only=False)
-        if run.finished_at is not None:
+        perspective, state = _locked(workspace_id=workspace_id, run_id=run_id, open_only=False)
+        if state.finished_at is not None:
             raise InvalidArguments("This run has already replied; a run replies once.")
-        blockers = delivery_blockers(Perspective.of_run(run), run_id=run.id)
+        blockers = delivery_blockers(perspective, run_id=run_id)
         if blockers:
             raise DeliveryBlocked(
                 details={
@@ -237,23 +221,22 @@ def run_reply(*, workspace_id: uuid.UUID, run_id: uuid.UUID, content: str) -> Me
                 }
             )
         reply = message_create(
-            conversation=run.conversation,
+            conversation=Conversation(id=perspective.destination_id, workspace_id=workspace_id),
             draft=MessageDraft(
                 content=content,
-                sender_agent_id=run.agent_id,
-                reply_to_id=run.current_message_id,
-                lineage=_run_sources(run),
+                sender_agent_id=perspective.agent_id,
+                reply_to_id=perspective.current_message_id,
+                lineage=_run_sources(perspective),
             ),
             # Everything the run read travels with the reply, however much that is.
             lineage_cap=None,
         )
-        _inherit_recalled_rooms(run, reply)
-        run.finished_at = timezone.now()
-        run.save(update_fields=["finished_at"])
+        _inherit_recalled_rooms(perspective, reply)
+        Run.objects.filter(workspace_id=workspace_id, pk=run_id).update(finished_at=timezone.now())
     return reply
 
 
-def _inherit_recalled_rooms(run: Run, reply: Message) -> None:
+def _inherit_recalled_rooms(perspective: Perspective, reply: Message) -> None:
     """The reply inherits the rooms of every memory the run recalled.
 
     Its lineage rows already bring the rooms of its message sources (a trigger writes those),
@@ -271,11 +254,11 @@ def _inherit_recalled_rooms(run: Run, reply: Message) -> None:
                   ON inherited.memory_id = used.memory_id
                 WHERE used.run_id = %(run)s
                 ON CONFLICT (message_id, conversation_id) DO NOTHING""",
-            {"workspace": run.workspace_id, "reply": reply.id, "run": run.id},
+            {"workspace": perspective.workspace_id, "reply": reply.id, "run": perspective.run_id},
         )
 
 
-def _memory_rooms_record(run: Run, memory: AgentMemory, sources: list) -> None:
+def _memory_rooms_record(perspective: Perspective, memory: AgentMemory, sources: list) -> None:
     """Every room the memory inherits: its run's room, the rooms of everything the run was
     shown (``sources``, already the closure) and what they inherited, and the rooms of every
     memory the run recalled, so chains of memories keep the first one's restrictions."""
@@ -296,11 +279,11 @@ def _memory_rooms_record(run: Run, memory: AgentMemory, sources: list) -> None:
                           WHERE used.run_id = %(run)s
                 ) AS rooms""",
             {
-                "workspace": run.workspace_id,
+                "workspace": perspective.workspace_id,
                 "memory": memory.id,
-                "destination": run.conversation_id,
+                "destination": perspective.destination_id,
                 "sources": sources,
-                "run": run.id,
+                "run": perspective.run_id,
             },
         )
 
@@ -313,19 +296,19 @@ def memory_create(*, workspace_id: uuid.UUID, run_id: uuid.UUID, content: str) -
     memories the run was given, so a memory of a memory is as restricted as the first.
     """
     with transaction.atomic():
-        run = _lock_run(workspace_id=workspace_id, run_id=run_id, open_only=False)
-        direct = _run_sources(run)
+        perspective, _ = _locked(workspace_id=workspace_id, run_id=run_id, open_only=False)
+        direct = _run_sources(perspective)
         inherited = MessageLineage.objects.filter(message_id__in=direct).values_list(
             "source_id", flat=True
         )
         sources = list(dict.fromkeys([*direct, *inherited]))
         memory = AgentMemory.objects.create(
-            workspace_id=workspace_id, agent_id=run.agent_id, run=run, content=content
+            workspace_id=workspace_id, agent_id=perspective.agent_id, run_id=run_id, content=content
         )
         MemoryLineage.objects.bulk_create(
             MemoryLineage(memory=memory, source_id=source) for source in sources
         )
-        _memory_rooms_record(run, memory, sources)
+        _memory_rooms_record(perspective, memory, sources)
     memory.lineage_count = len(sources)
     return memory
 
@@ -339,17 +322,20 @@ def memory_search(
     after it inherits the memories' lineage.
     """
     query = parse_query(query_text)
-    with transaction.atomic():
-        run = _lock_run(workspace_id=workspace_id, run_id=run_id)
-        memories = memory_hits(Perspective.of_run(run), query, limit=limit)
+    with audit.audited_atomic():
+        perspective, _ = _locked(workspace_id=workspace_id, run_id=run_id)
+        memories = memory_hits(perspective, query, limit=limit)
         RunMemory.objects.bulk_create(
-            [RunMemory(run=run, memory=memory) for memory in memories], ignore_conflicts=True
+            [RunMemory(run_id=run_id, memory=memory) for memory in memories],
+            ignore_conflicts=True,
         )
         audit.lookup_event_record(
             tool=SearchTool.MEMORIES,
             workspace_id=workspace_id,
-            agent_id=run.agent_id,
-            run_id=run.id,
+            agent_id=perspective.agent_id,
+            run_id=run_id,
+            destination_id=perspective.destination_id,
+            requester_id=perspective.requester_id,
             query_text=query_text,
             filters={"limit": limit},
             result_ids=[memory.id for memory in memories],

@@ -63,6 +63,16 @@ def parse_query(text: str) -> TermQuery:
     return TermQuery(lexemes)
 
 
+# The markers the hits statement asks ts_headline for: private-use characters that real text
+# almost never holds; a text that does is highlighted again with markers it lacks.
+DEFAULT_MARKERS = ("\ue000", "\ue001")
+
+
+def highlight_markers() -> tuple[str, str]:
+    """The start and stop markers of highlights computed inside a search statement."""
+    return DEFAULT_MARKERS
+
+
 def _markers(text: str) -> tuple[str, str]:
     """Two private-use characters that do not occur in ``text``."""
     used = set(text)
@@ -70,12 +80,34 @@ def _markers(text: str) -> tuple[str, str]:
     return next(free), next(free)
 
 
-def highlights(texts: list[str], query: TermQuery) -> list[list[list[int]]]:
+def highlights(
+    texts: list[str], query: TermQuery, marked: list[str | None] | None = None
+) -> list[list[list[int]]]:
     """For each text, ``[start, length]`` of every word that matched the query.
 
     PostgreSQL decides what matched (``ts_headline`` with the search configuration, so stemming,
     accents and compound words agree with the search itself); offsets count Unicode code points.
+    ``marked`` is ``ts_headline``'s output with ``highlight_markers()`` where the caller's
+    statement computed it already; only a text holding a marker itself (or with no output) is
+    sent to PostgreSQL again, with markers it lacks.
     """
+    marked = marked or [None] * len(texts)
+    start, stop = DEFAULT_MARKERS
+    spans: list[list[list[int]] | None] = [
+        _offsets(text, output, start, stop)
+        if output is not None and start not in text and stop not in text
+        else None
+        for text, output in zip(texts, marked, strict=True)
+    ]
+    again = [i for i, span in enumerate(spans) if span is None]
+    for i, span in zip(
+        again, _highlight_in_database([texts[i] for i in again], query), strict=True
+    ):
+        spans[i] = span
+    return spans
+
+
+def _highlight_in_database(texts: list[str], query: TermQuery) -> list[list[list[int]]]:
     if not texts:
         return []
     markers = [_markers(text) for text in texts]
@@ -87,10 +119,10 @@ def highlights(texts: list[str], query: TermQuery) -> list[list[list[int]]]:
             "ORDER BY position",
             [SEARCH_CONFIG, query.tsquery, texts, options],
         )
-        marked = [row[0] for row in cursor.fetchall()]
+        outputs = [row[0] for row in cursor.fetchall()]
     return [
         _offsets(text, output, start, stop)
-        for text, output, (start, stop) in zip(texts, marked, markers, strict=True)
+        for text, output, (start, stop) in zip(texts, outputs, markers, strict=True)
     ]
 
 

@@ -214,7 +214,7 @@ def test_a_search_cancelled_after_its_evidence_was_written_leaves_nothing(
         written.append(evidence_ids(run))
         sleep_in_the_database()
 
-    monkeypatch.setattr("search_app.services.exclusion_counts", cancelled)
+    monkeypatch.setattr("audit_app.services.search_event_record", cancelled)
     started = time.monotonic()
 
     response = search(client, {"query": "orbit"})
