@@ -71,10 +71,13 @@ class DestinationFilter(AutocompleteListFilter):
     parameter_name = "destination__id__exact"
 
 
-def _table(head: SafeString, rows: list[SafeString]) -> SafeString:
+def _table(name: str, head: SafeString, rows: list[SafeString]) -> SafeString:
     body = format_html_join("", "{}", ((row,) for row in rows))
     return format_html(
-        '<table class="audit-table"><thead>{}</thead><tbody>{}</tbody></table>', head, body
+        '<table class="audit-table {}"><thead>{}</thead><tbody>{}</tbody></table>',
+        name,
+        head,
+        body,
     )
 
 
@@ -85,12 +88,14 @@ class ConversationSearchEventAdmin(FormationAdminMixin, admin.ModelAdmin):
     list_display = (created, "tool", "agent_link", "destination", "outcome", "hits_count", "budget")
     list_filter = ("tool", "outcome", "created_at", AgentFilter, DestinationFilter, "workspace")
     date_hierarchy = "created_at"
-    list_select_related = ("workspace", "agent", "destination")
     search_fields = ("query_digest",)
     search_help_text = (
         "Type a query text to find the searches for it: it is matched through its digest "
         "under every audit key and is not stored."
     )
+    # Django carries the list's query string (the searched text, ``q``) into each event's link
+    # and page; an event page must not hold the text, so the list's filters are not kept.
+    preserve_filters = False
     paginator = CappedCountPaginator
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER
@@ -140,8 +145,9 @@ class ConversationSearchEventAdmin(FormationAdminMixin, admin.ModelAdmin):
         return events_for_query_text(queryset, search_term), False
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
-        """The agent's name titles the change page; join it instead of a second query."""
-        return super().get_queryset(request).select_related("agent")
+        """The names the list shows and the agent's, which titles an event's page, joined in
+        (a queryset that joins already makes the changelist skip ``list_select_related``)."""
+        return super().get_queryset(request).select_related("workspace", "agent", "destination")
 
     @admin.display(description="agent", ordering="agent__name")
     def agent_link(self, obj: ConversationSearchEvent) -> str:
@@ -164,7 +170,9 @@ class ConversationSearchEventAdmin(FormationAdminMixin, admin.ModelAdmin):
             for name, value in sorted(obj.filters.items(), key=_filter_order)
         ]
         help_text = FILTERS_HELP.get(obj.tool, "")
-        return format_html('{}<p class="audit-help">{}</p>', _table(mark_safe(""), rows), help_text)
+        return format_html(
+            '{}<p class="audit-help">{}</p>', _table("filters", mark_safe(""), rows), help_text
+        )
 
     @admin.display(description="hits")
     def hits(self, obj: ConversationSearchEvent) -> str:
@@ -208,7 +216,7 @@ class ConversationSearchEventAdmin(FormationAdminMixin, admin.ModelAdmin):
             )
             for position, ranking in enumerate(obj.rankings, start=1)
         ]
-        return _table(head, rows)
+        return _table("rankings", head, rows)
 
     @admin.display(description="exclusions")
     def exclusion_counts(self, obj: ConversationSearchEvent) -> str:
@@ -229,7 +237,9 @@ class ConversationSearchEventAdmin(FormationAdminMixin, admin.ModelAdmin):
             if obj.exclusions_capped
             else "Every match was classified (exclusionsCapped: false)."
         )
-        return format_html('{}<p class="audit-help">{}</p>', _table(mark_safe(""), rows), capped)
+        return format_html(
+            '{}<p class="audit-help">{}</p>', _table("exclusions", mark_safe(""), rows), capped
+        )
 
     def _filter_value(self, name: str, value: Any) -> str:
         if value is None:
