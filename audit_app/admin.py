@@ -7,7 +7,12 @@ search_history and removed only by ``prune_search_audit``.
 
 The search box takes a query *text*: it is turned into its digest under every configured audit
 key and matched exactly, so an investigator can ask "did anyone search for X?" without the
-service ever holding X.
+service ever holding X. The text stays in the search box: links to events do not carry the
+list's query string (``preserve_filters = False``), so no event page's URL holds it.
+
+An event reads as the trace does (SPEC §8): exclusion reasons under their camelCase names, the
+filters each tool records, hits and neighbours as links to their messages, and rankings as a
+table of score and components per hit.
 """
 
 from __future__ import annotations

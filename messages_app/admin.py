@@ -1,15 +1,20 @@
 """Django admin for trusted administrators: browse everything, write little.
 
 Security invariant: no admin page renders the body of a deleted message. Message bodies reach
-HTML only through ``message_body`` and ``content_preview``, and both answer "(deleted)" for a
-deleted message whatever the row holds. The token digest is never listed in any ``fields``.
+HTML only through ``message_body``, ``content_preview`` and the conversation transcript
+(``transcript_page``): the first two answer "(deleted)" and the transcript's line holds no text
+for a deleted message, whatever the row holds. The token digest is never listed in any
+``fields``.
 
 Writes that must keep search, audit or proofs in step (messages, memberships, identity-link
 status, runs, tokens) go through the API services, so those models are read-only here. Pages stay
 fast on a million messages: related rows are joined (``list_select_related``), the changelist of
 messages keeps the ``(conversation, seq)`` index order, counts at most ``CappedCountPaginator.CAP``
 rows, shows no facets, and a search term that is a UUID becomes an indexed exact match instead
-of a text scan.
+of a text scan. Foreign-key filters pick one row through the autocomplete
+(``AutocompleteListFilter``) instead of listing the related table, and the transcript pages by
+seq range. Rows are named ("<conversation title> #<seq>", "<member> in <conversation>"), lists
+keep to columns that fit a 1400 px window (``messages_app/static/messages_app/admin.css``).
 """
 
 from __future__ import annotations
@@ -470,7 +475,7 @@ def transcript_page(
 
 
 def _positive_int(raw: str | None) -> int | None:
-    if raw is None or not raw.isdigit() or len(raw) > 18:
+    if raw is None or not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
         return None
     value = int(raw)
     return value if value > 0 else None
@@ -654,16 +659,18 @@ class MessageAdmin(ReadOnlyAdmin):
 
     @admin.display(description="lineage")
     def lineage_sources(self, obj: Message) -> str:
-        """Source messages by link only; their bodies carry their own audience rules."""
-        sources = list(obj.lineage_links.order_by("source_id").values_list("source_id", flat=True))
-        if not sources:
+        """Source messages by link only, labelled "<conversation title> #<seq>"; their bodies
+        carry their own audience rules."""
+        sources = obj.lineage_links.order_by("source__conversation__title", "source__seq")
+        rows = list(sources.values_list("source_id", "source__conversation__title", "source__seq"))
+        if not rows:
             return "-"
         return format_html_join(
             mark_safe("<br>"),
-            '<a href="{}">{}</a>',
+            '<a href="{}">{} #{}</a>',
             (
-                (reverse("admin:messages_app_message_change", args=[source_id]), source_id)
-                for source_id in sources
+                (reverse("admin:messages_app_message_change", args=[source_id]), title, seq)
+                for source_id, title, seq in rows
             ),
         )
 
@@ -770,7 +777,7 @@ class ApiTokenAdmin(ReadOnlyAdmin):
     # The prefix names the kind (fmn_service_, fmn_agent_, fmn_run_); the kind is a filter.
     list_display = ("prefix", "workspace", "agent", "run_link", created, revoked)
     list_filter = ("kind", RevokedFilter, "workspace")
-    list_select_related = ("workspace", "agent", "run")
+    list_select_related = ("workspace", "agent")
     search_fields = ("^prefix",)
     uuid_search_fields = ("id", "agent_id", "run_id")
     ordering = ("-created_at",)
