@@ -40,6 +40,7 @@ from messages_app.admin import (
     CappedCountPaginator,
     FormationAdminMixin,
     created,
+    field_column,
     message_changelist_url,
 )
 from messages_app.models import Message
@@ -90,7 +91,15 @@ def _table(name: str, head: SafeString, rows: list[SafeString]) -> SafeString:
 class ConversationSearchEventAdmin(FormationAdminMixin, admin.ModelAdmin):
     # Short columns only, so the list fits a 1400 px window beside both sidebars; the
     # workspace, run and key are on each event's page and in the filters.
-    list_display = (created, "tool", "agent_link", "destination", "outcome", "hits_count", "budget")
+    list_display = (
+        created,
+        "tool",
+        "agent_link",
+        "destination",
+        "outcome",
+        field_column("result_count", "hits"),
+        field_column("budget_used", "budget"),
+    )
     list_filter = ("tool", "outcome", "created_at", AgentFilter, DestinationFilter, "workspace")
     date_hierarchy = "created_at"
     search_fields = ("query_digest",)
@@ -159,14 +168,6 @@ class ConversationSearchEventAdmin(FormationAdminMixin, admin.ModelAdmin):
         """Narrows the list to this agent's searches."""
         url = reverse("admin:audit_app_conversationsearchevent_changelist")
         return format_html('<a href="{}?agent__id__exact={}">{}</a>', url, obj.agent_id, obj.agent)
-
-    @admin.display(description="hits", ordering="result_count")
-    def hits_count(self, obj: ConversationSearchEvent) -> int:
-        return obj.result_count
-
-    @admin.display(description="budget", ordering="budget_used")
-    def budget(self, obj: ConversationSearchEvent) -> int:
-        return obj.budget_used
 
     @admin.display(description="filters")
     def search_filters(self, obj: ConversationSearchEvent) -> str:

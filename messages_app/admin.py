@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -68,19 +69,23 @@ def compact_time(value: datetime | None) -> str:
     return "-" if value is None else timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def time_column(field_name: str, description: str) -> Any:
-    """A sortable list column showing a timestamp field as ``compact_time``."""
+def field_column(
+    field_name: str, description: str, show: Callable[[Any], Any] | None = None
+) -> Any:
+    """A sortable list column for one field under a short header (a field's verbose name, or
+    its choice's long label, makes a column too wide); ``show`` formats the value."""
 
     @admin.display(description=description, ordering=field_name)
-    def column(obj: Model) -> str:
-        return compact_time(getattr(obj, field_name))
+    def column(obj: Model) -> Any:
+        value = getattr(obj, field_name)
+        return show(value) if show else value
 
     column.__name__ = description  # the cell's CSS class: field-<description>
     return column
 
 
-created = time_column("created_at", "created")
-revoked = time_column("revoked_at", "revoked")
+created = field_column("created_at", "created", compact_time)
+revoked = field_column("revoked_at", "revoked", compact_time)
 
 
 class CappedCountPaginator(Paginator):
@@ -485,10 +490,10 @@ def _positive_int(raw: str | None) -> int | None:
 class ConversationAdmin(WorkspaceScopedAdmin):
     list_display = (
         "title",
-        "kind_code",
+        field_column("kind", "kind"),  # the API's code: the long label wraps into three lines
         "workspace",
         "external_id",
-        "messages_live",
+        field_column("live_message_count", "messages"),
         created,
         "links",
     )
@@ -549,15 +554,6 @@ class ConversationAdmin(WorkspaceScopedAdmin):
             "media": self.media,
         }
         return TemplateResponse(request, "admin/messages_app/conversation/transcript.html", context)
-
-    @admin.display(description="kind", ordering="kind")
-    def kind_code(self, obj: Conversation) -> str:
-        """The short code the API uses; the long label wraps into three lines in a list."""
-        return obj.kind
-
-    @admin.display(description="messages", ordering="live_message_count")
-    def messages_live(self, obj: Conversation) -> int:
-        return obj.live_message_count
 
     @admin.display(description="read")
     def links(self, obj: Conversation) -> str:

@@ -24,7 +24,13 @@ from django.urls import reverse
 from audit_app.models import ConversationSearchEvent
 from messages_app.models import Message, Run
 from tests import factories
-from tests.audit_app.helpers import REASONS, keyed_digest, make_event, search
+from tests.audit_app.helpers import (
+    EXCLUSION_KEYS,
+    REASONS,
+    keyed_digest,
+    make_event,
+    search,
+)
 from tests.factories import at
 
 pytestmark = pytest.mark.django_db
@@ -385,16 +391,7 @@ def test_rankings_are_a_table_with_a_row_per_hit(detailed, trusted):
 def test_exclusions_use_the_api_camel_case_names(detailed, trusted, audit):
     html = trusted.get(url("change", detailed.pk)).content.decode()
 
-    for name in (
-        "notObserved",
-        "deleted",
-        "unknownAudience",
-        "audience",
-        "lineage",
-        "currentMessage",
-        "recentHistory",
-        "budget",
-    ):
+    for name in EXCLUSION_KEYS:
         assert f"<th>{name}</th>" in html
     for snake in ("not_observed", "unknown_audience", "current_message", "recent_history"):
         assert snake not in html

@@ -441,7 +441,7 @@ def test_the_conversation_list_uses_short_codes(
     admin_client: Client, admin_world: AdminWorld
 ) -> None:
     html = admin_client.get(admin_url("conversation", "changelist")).content.decode()
-    assert '<td class="field-kind_code">private</td>' in html
+    assert '<td class="field-kind">private</td>' in html
     assert "Private channel or group DM</td>" not in html
 
 
