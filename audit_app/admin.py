@@ -7,18 +7,57 @@ search_history and removed only by ``prune_search_audit``.
 
 The search box takes a query *text*: it is turned into its digest under every configured audit
 key and matched exactly, so an investigator can ask "did anyone search for X?" without the
-service ever holding X.
+service ever holding X. The text stays in the search box: links to events do not carry the
+list's query string (``preserve_filters = False``), so no event page's URL holds it.
+
+An event reads as the trace does (SPEC §8): exclusion reasons under their camelCase names, the
+filters each tool records, hits and neighbours as links to their messages, and rankings as a
+table of score and components per hit.
 """
 
 from __future__ import annotations
 
+import uuid
+from typing import Any
+
 from django.contrib import admin
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
-from audit_app.models import INSPECT_PERMISSION, ConversationSearchEvent
+from audit_app.models import (
+    EXCLUSION_REASONS,
+    INSPECT_PERMISSION,
+    ConversationSearchEvent,
+    SearchTool,
+)
 from audit_app.selectors import events_for_query_text
-from messages_app.admin import CappedCountPaginator
+from formation.fields import camel_case
+from messages_app.admin import (
+    AutocompleteListFilter,
+    CappedCountPaginator,
+    FormationAdminMixin,
+    created,
+    field_column,
+    message_changelist_url,
+)
+from messages_app.models import Message
+
+# What each tool records in ``filters`` (the model field's help text speaks of search_history).
+FILTERS_HELP = {
+    SearchTool.SEARCH_HISTORY: (
+        "speaker, after and before as the caller gave them (null when not given), and limit."
+    ),
+    SearchTool.SEARCH_MESSAGES: (
+        "conversationId (null: every conversation the agent is in) and limit."
+    ),
+    SearchTool.MEMORIES: "limit: memory recall takes no other filter.",
+}
+# The order the API documents them in; jsonb keeps keys in its own order.
+FILTER_ORDER = ("speaker", "after", "before", "conversationId", "limit")
+NOT_COUNTED = "Not counted: only search_history classifies the matches it withholds."
 
 
 def _may_inspect(request: HttpRequest) -> bool:
@@ -26,33 +65,58 @@ def _may_inspect(request: HttpRequest) -> bool:
     return user.is_active and user.is_staff and user.has_perm(INSPECT_PERMISSION)
 
 
-@admin.register(ConversationSearchEvent)
-class ConversationSearchEventAdmin(admin.ModelAdmin):
-    list_display = (
-        "created_at",
-        "tool",
-        "workspace",
-        "agent",
-        "run",
-        "outcome",
-        "result_count",
-        "budget_used",
-        "key_id",
+class AgentFilter(AutocompleteListFilter):
+    title = "agent"
+    field_name = "agent"
+    parameter_name = "agent__id__exact"
+
+
+class DestinationFilter(AutocompleteListFilter):
+    title = "destination"
+    field_name = "destination"
+    parameter_name = "destination__id__exact"
+
+
+def _table(name: str, head: SafeString, rows: list[SafeString]) -> SafeString:
+    body = format_html_join("", "{}", ((row,) for row in rows))
+    return format_html(
+        '<table class="audit-table {}"><thead>{}</thead><tbody>{}</tbody></table>',
+        name,
+        head,
+        body,
     )
-    list_filter = ("workspace", "agent", "created_at", "tool", "outcome")
+
+
+@admin.register(ConversationSearchEvent)
+class ConversationSearchEventAdmin(FormationAdminMixin, admin.ModelAdmin):
+    # Short columns only, so the list fits a 1400 px window beside both sidebars; the
+    # workspace, run and key are on each event's page and in the filters.
+    list_display = (
+        created,
+        "tool",
+        "agent_link",
+        "destination",
+        "outcome",
+        field_column("result_count", "hits"),
+        field_column("budget_used", "budget"),
+    )
+    list_filter = ("tool", "outcome", "created_at", AgentFilter, DestinationFilter, "workspace")
     date_hierarchy = "created_at"
-    list_select_related = ("workspace", "agent", "run")
     search_fields = ("query_digest",)
     search_help_text = (
         "Type a query text to find the searches for it: it is matched through its digest "
         "under every audit key and is not stored."
     )
+    # Django carries the list's query string (the searched text, ``q``) into each event's link
+    # and page; an event page must not hold the text, so the list's filters are not kept.
+    preserve_filters = False
     paginator = CappedCountPaginator
     show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
     actions = None
     fields = (
         "id",
-        "created_at",
+        created,
         "tool",
         "workspace",
         "run",
@@ -61,15 +125,14 @@ class ConversationSearchEventAdmin(admin.ModelAdmin):
         "requester",
         "key_id",
         "query_digest",
-        "filters",
+        "search_filters",
         "outcome",
         "result_count",
         "budget_used",
-        "hit_ids",
-        "neighbour_ids",
-        "rankings",
-        "exclusions",
-        "exclusions_capped",
+        "hits",
+        "neighbours",
+        "ranking_table",
+        "exclusion_counts",
     )
     readonly_fields = fields
 
@@ -94,3 +157,152 @@ class ConversationSearchEventAdmin(admin.ModelAdmin):
         if not search_term.strip():
             return queryset, False
         return events_for_query_text(queryset, search_term), False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        """The names the list shows and the agent's, which titles an event's page, joined in
+        (a queryset that joins already makes the changelist skip ``list_select_related``)."""
+        return super().get_queryset(request).select_related("workspace", "agent", "destination")
+
+    @admin.display(description="agent", ordering="agent__name")
+    def agent_link(self, obj: ConversationSearchEvent) -> str:
+        """Narrows the list to this agent's searches."""
+        url = reverse("admin:audit_app_conversationsearchevent_changelist")
+        return format_html('<a href="{}?agent__id__exact={}">{}</a>', url, obj.agent_id, obj.agent)
+
+    @admin.display(description="filters")
+    def search_filters(self, obj: ConversationSearchEvent) -> str:
+        rows = [
+            format_html("<tr><th>{}</th><td>{}</td></tr>", name, self._filter_value(name, value))
+            for name, value in sorted(obj.filters.items(), key=_filter_order)
+        ]
+        help_text = FILTERS_HELP.get(obj.tool, "")
+        return format_html(
+            '{}<p class="audit-help">{}</p>', _table("filters", mark_safe(""), rows), help_text
+        )
+
+    @admin.display(description="hits")
+    def hits(self, obj: ConversationSearchEvent) -> str:
+        if obj.tool == SearchTool.MEMORIES:
+            return self._id_list(obj.hit_ids, links=False, note="memory ids")
+        return self._id_list(obj.hit_ids, links=self._message_labels(obj))
+
+    @admin.display(description="neighbours")
+    def neighbours(self, obj: ConversationSearchEvent) -> str:
+        if obj.tool != SearchTool.SEARCH_HISTORY:
+            return f"None: {obj.tool} returns no neighbours."
+        return self._id_list(obj.neighbour_ids, links=self._message_labels(obj))
+
+    @admin.display(description="rankings")
+    def ranking_table(self, obj: ConversationSearchEvent) -> str:
+        """One row per hit, in the order returned: the score and each component that adds up
+        to it, as the answer's ``reasons`` gave them."""
+        if obj.tool != SearchTool.SEARCH_HISTORY:
+            return f"None: {obj.tool} records no ranking components."
+        if not obj.rankings:
+            return "-"
+        components = list(
+            dict.fromkeys(name for ranking in obj.rankings for name in ranking["components"])
+        )
+        head = format_html(
+            '<tr><th class="number">#</th><th>message</th><th class="number">score</th>{}</tr>',
+            format_html_join("", '<th class="number">{}</th>', ((name,) for name in components)),
+        )
+        labels = self._message_labels(obj)
+        rows = [
+            format_html(
+                '<tr><td class="number">{}</td><td>{}</td><td class="number">{}</td>{}</tr>',
+                position,
+                self._message_link(ranking["messageId"], labels, with_id=False),
+                _number(ranking["score"]),
+                format_html_join(
+                    "",
+                    '<td class="number">{}</td>',
+                    ((_number(ranking["components"].get(name)),) for name in components),
+                ),
+            )
+            for position, ranking in enumerate(obj.rankings, start=1)
+        ]
+        return _table("rankings", head, rows)
+
+    @admin.display(description="exclusions")
+    def exclusion_counts(self, obj: ConversationSearchEvent) -> str:
+        """Withheld matches by reason, under the API's names (the trace's ``exclusions``)."""
+        if obj.tool != SearchTool.SEARCH_HISTORY:
+            return NOT_COUNTED
+        rows = [
+            format_html(
+                '<tr><th>{}</th><td class="number{}">{}</td></tr>',
+                camel_case(reason),
+                " nonzero" if obj.exclusions.get(reason, 0) else "",
+                obj.exclusions.get(reason, 0),
+            )
+            for reason in EXCLUSION_REASONS
+        ]
+        capped = (
+            "More matches existed than were classified: the counts are a lower bound."
+            if obj.exclusions_capped
+            else "Every match was classified (exclusionsCapped: false)."
+        )
+        return format_html(
+            '{}<p class="audit-help">{}</p>', _table("exclusions", mark_safe(""), rows), capped
+        )
+
+    def _filter_value(self, name: str, value: Any) -> str:
+        if value is None:
+            return format_html('<span class="quiet">{}</span>', "null")
+        if name == "conversationId":
+            return format_html('<a href="{}">{}</a>', message_changelist_url(value), value)
+        return str(value)
+
+    def _message_labels(self, obj: ConversationSearchEvent) -> dict[str, str]:
+        """'<conversation title> #<seq>' for every message the event names, in one query, once
+        per page. Messages are never hard-deleted, so each id is found; scoped to the event's
+        workspace all the same."""
+        cached = getattr(obj, "_admin_message_labels", None)
+        if cached is not None:
+            return cached
+        ids = set(obj.neighbour_ids) | {uuid.UUID(ranking["messageId"]) for ranking in obj.rankings}
+        if obj.tool != SearchTool.MEMORIES:
+            ids |= set(obj.hit_ids)
+        rows = Message.objects.filter(workspace_id=obj.workspace_id, pk__in=ids).values_list(
+            "id", "conversation__title", "seq"
+        )
+        obj._admin_message_labels = {str(pk): f"{title} #{seq}" for pk, title, seq in rows}
+        return obj._admin_message_labels
+
+    def _message_link(
+        self, message_id: object, labels: dict[str, str], *, with_id: bool = True
+    ) -> str:
+        key = str(message_id)
+        if key not in labels:
+            return key
+        url = reverse("admin:messages_app_message_change", args=[key])
+        if not with_id:
+            return format_html('<a href="{}">{}</a>', url, labels[key])
+        return format_html(
+            '<a href="{}">{}</a> <span class="quiet">{}</span>', url, labels[key], key
+        )
+
+    def _id_list(
+        self, ids: list[uuid.UUID], *, links: dict[str, str] | bool, note: str = ""
+    ) -> str:
+        if not ids:
+            return "-"
+        items = (
+            (self._message_link(pk, links),) if links else (format_html("{}", pk),) for pk in ids
+        )
+        listing = format_html(
+            '<ol class="audit-ids">{}</ol>', format_html_join("", "<li>{}</li>", items)
+        )
+        if note:
+            return format_html('{}<p class="audit-help">{}</p>', listing, note)
+        return listing
+
+
+def _filter_order(item: tuple[str, Any]) -> tuple[int, str]:
+    name = item[0]
+    return (FILTER_ORDER.index(name) if name in FILTER_ORDER else len(FILTER_ORDER), name)
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.6f}".rstrip("0").rstrip(".")

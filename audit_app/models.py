@@ -111,4 +111,5 @@ class ConversationSearchEvent(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"search by {self.agent_id} at {self.created_at:%Y-%m-%d %H:%M:%S}"
+        """The tool, the agent's name and the time, for the admin's titles (never the query)."""
+        return f"{self.tool} by {self.agent} at {self.created_at:%Y-%m-%d %H:%M:%S}"

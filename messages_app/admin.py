@@ -1,31 +1,45 @@
 """Django admin for trusted administrators: browse everything, write little.
 
 Security invariant: no admin page renders the body of a deleted message. Message bodies reach
-HTML only through ``message_body`` and ``content_preview``, and both answer "(deleted)" for a
-deleted message whatever the row holds. The token digest is never listed in any ``fields``.
+HTML only through ``message_body``, ``content_preview`` and the conversation transcript
+(``transcript_page``): the first two answer "(deleted)" and the transcript's line holds no text
+for a deleted message, whatever the row holds. The token digest is never listed in any
+``fields``.
 
 Writes that must keep search, audit or proofs in step (messages, memberships, identity-link
 status, runs, tokens) go through the API services, so those models are read-only here. Pages stay
 fast on a million messages: related rows are joined (``list_select_related``), the changelist of
 messages keeps the ``(conversation, seq)`` index order, counts at most ``CappedCountPaginator.CAP``
 rows, shows no facets, and a search term that is a UUID becomes an indexed exact match instead
-of a text scan.
+of a text scan. Foreign-key filters pick one row through the autocomplete
+(``AutocompleteListFilter``) instead of listing the related table, and the transcript pages by
+seq range. Rows are named ("<conversation title> #<seq>", "<member> in <conversation>"), lists
+keep to columns that fit a 1400 px window (``messages_app/static/messages_app/admin.css``).
 """
 
 from __future__ import annotations
 
+import math
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.utils import unquote
+from django.contrib.admin.widgets import AutocompleteSelect
 from django.contrib.auth import get_permission_codename
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import transaction
-from django.db.models import Model, Q, QuerySet
-from django.http import HttpRequest
-from django.urls import reverse
+from django.db.models import F, Model, Q, QuerySet
+from django.http import Http404, HttpRequest
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.functional import cached_property
 from django.utils.html import format_html, format_html_join
@@ -47,6 +61,31 @@ from messages_app.models import (
 
 DELETED_PLACEHOLDER = "(deleted)"
 PREVIEW_CHARS = 80
+
+
+def compact_time(value: datetime | None) -> str:
+    """``2026-03-10 12:00:05`` in the admin's time zone: one short line in a list, to the
+    second, where Django's default ("March 10, 2026, noon") wraps and hides the seconds."""
+    return "-" if value is None else timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def field_column(
+    field_name: str, description: str, show: Callable[[Any], Any] | None = None
+) -> Any:
+    """A sortable list column for one field under a short header (a field's verbose name, or
+    its choice's long label, makes a column too wide); ``show`` formats the value."""
+
+    @admin.display(description=description, ordering=field_name)
+    def column(obj: Model) -> Any:
+        value = getattr(obj, field_name)
+        return show(value) if show else value
+
+    column.__name__ = description  # the cell's CSS class: field-<description>
+    return column
+
+
+created = field_column("created_at", "created", compact_time)
+revoked = field_column("revoked_at", "revoked", compact_time)
 
 
 class CappedCountPaginator(Paginator):
@@ -95,6 +134,126 @@ class RevokedFilter(IsSetListFilter):
     unset_label = "Active"
 
 
+class AutocompleteListFilter(admin.ListFilter):
+    """Filter on a foreign key by picking one row through the admin's autocomplete.
+
+    Django's own related-field filter lists every row of the related table in the sidebar
+    (2,000 conversations, every agent); this one loads only the chosen row, and the picker asks
+    the related model's admin for 20 matches at a time. The parameter is the one a link would
+    carry (``conversation__id__exact``), so links from other pages land on the same filter. A
+    user who may not view the related model gets no picker, only the chosen row's name.
+    """
+
+    template = "admin/messages_app/autocomplete_filter.html"
+    field_name = ""
+    parameter_name = ""  # "<field_name>__id__exact", as links write it
+
+    def __init__(
+        self,
+        request: HttpRequest,
+        params: dict[str, list[str]],
+        model: type[Model],
+        model_admin: admin.ModelAdmin,
+    ) -> None:
+        super().__init__(request, params, model, model_admin)
+        self.field = model._meta.get_field(self.field_name)
+        if self.parameter_name in params:
+            self.used_parameters[self.parameter_name] = params.pop(self.parameter_name)[-1]
+        related_admin = model_admin.admin_site._registry.get(self.field.related_model)
+        self.can_pick = related_admin is not None and related_admin.has_view_permission(request)
+        # The widget reads its selected option through a form field's queryset: only that row.
+        self.widget = forms.ModelChoiceField(
+            queryset=self.field.related_model._default_manager.all(),
+            widget=AutocompleteSelect(self.field, model_admin.admin_site),
+            required=False,
+        ).widget
+        self.kept_parameters = [
+            (name, value)
+            for name, values in request.GET.lists()
+            if name not in (self.parameter_name, "p", "e")
+            for value in values
+        ]
+
+    def value(self) -> uuid.UUID | None:
+        """The chosen row's key; ``IncorrectLookupParameters`` (the admin's "?e=1") if the
+        parameter is not a UUID."""
+        raw = self.used_parameters.get(self.parameter_name)
+        if not raw:
+            return None
+        try:
+            return uuid.UUID(raw)
+        except ValueError:
+            raise IncorrectLookupParameters("not a valid id") from None
+
+    def has_output(self) -> bool:
+        return True
+
+    def expected_parameters(self) -> list[str]:
+        return [self.parameter_name]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        chosen = self.value()
+        if chosen is None:
+            return queryset
+        return queryset.filter(**{self.field.attname: chosen})
+
+    def choices(self, changelist) -> list[dict[str, Any]]:
+        chosen = self.value()
+        choices = [
+            {
+                "selected": chosen is None,
+                "query_string": changelist.get_query_string(remove=[self.parameter_name]),
+                "display": f"All {self.field.related_model._meta.verbose_name_plural}",
+            }
+        ]
+        if chosen is not None and not self.can_pick:  # the picker shows the chosen row itself
+            row = self.field.related_model._default_manager.filter(pk=chosen).first()
+            choices.append(
+                {
+                    "selected": True,
+                    "query_string": changelist.get_query_string(),
+                    "display": str(row) if row is not None else str(chosen),
+                }
+            )
+        return choices
+
+    def picker(self) -> str:
+        """The autocomplete ``<select>``, holding only the chosen row as its option."""
+        chosen = self.value()
+        return self.widget.render(
+            self.parameter_name,
+            str(chosen) if chosen else None,
+            attrs={"id": f"filter-{self.field_name}", "data-placeholder": "Type to search…"},
+        )
+
+
+class ConversationFilter(AutocompleteListFilter):
+    title = "conversation"
+    field_name = "conversation"
+    parameter_name = "conversation__id__exact"
+
+
+# The admin's own stylesheet and the filters' script, on top of the autocomplete's (jQuery
+# first: the script uses ``django.jQuery``). Every admin page that lists or shows our models
+# carries it.
+ADMIN_MEDIA = forms.Media(
+    js=("admin/js/jquery.init.js", "messages_app/admin.js"),
+    css={"all": ("messages_app/admin.css",)},
+)
+
+
+class FormationAdminMixin:
+    """The stylesheet on every page, and the autocomplete's files where a filter needs them."""
+
+    @property
+    def media(self) -> forms.Media:
+        media = super().media + ADMIN_MEDIA
+        pickers = [f for f in self.list_filter if isinstance(f, type)]
+        if any(issubclass(f, AutocompleteListFilter) for f in pickers):
+            media += AutocompleteSelect(None, self.admin_site).media
+        return media
+
+
 class UuidSearchMixin:
     """Turn a search term that is a UUID into an exact match on ``uuid_search_fields``.
 
@@ -117,7 +276,7 @@ class UuidSearchMixin:
         return queryset.filter(match), False
 
 
-class WorkspaceScopedAdmin(UuidSearchMixin, admin.ModelAdmin):
+class WorkspaceScopedAdmin(FormationAdminMixin, UuidSearchMixin, admin.ModelAdmin):
     """A workspace-scoped row never moves: composite foreign keys pin its references there.
 
     Deleting from the admin is off because messages and runs hold PROTECT references to these
@@ -132,7 +291,7 @@ class WorkspaceScopedAdmin(UuidSearchMixin, admin.ModelAdmin):
         return False
 
 
-class ReadOnlyAdmin(UuidSearchMixin, admin.ModelAdmin):
+class ReadOnlyAdmin(FormationAdminMixin, UuidSearchMixin, admin.ModelAdmin):
     """Browse only: these rows are written by the API services, which keep their invariants."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -146,8 +305,8 @@ class ReadOnlyAdmin(UuidSearchMixin, admin.ModelAdmin):
 
 
 @admin.register(Workspace)
-class WorkspaceAdmin(UuidSearchMixin, admin.ModelAdmin):
-    list_display = ("slug", "name", "created_at", "id")
+class WorkspaceAdmin(FormationAdminMixin, UuidSearchMixin, admin.ModelAdmin):
+    list_display = ("slug", "name", created, "id")
     search_fields = ("slug", "name")
     readonly_fields = ("id",)
     fields = ("id", "slug", "name", "created_at")
@@ -159,7 +318,7 @@ class WorkspaceAdmin(UuidSearchMixin, admin.ModelAdmin):
 
 @admin.register(Account)
 class AccountAdmin(WorkspaceScopedAdmin):
-    list_display = ("display_name", "external_id", "workspace", "created_at", "id")
+    list_display = ("display_name", "external_id", "workspace", created, "id")
     list_filter = ("workspace",)
     list_select_related = ("workspace",)
     search_fields = ("display_name", "external_id")
@@ -169,7 +328,7 @@ class AccountAdmin(WorkspaceScopedAdmin):
 
 @admin.register(Agent)
 class AgentAdmin(WorkspaceScopedAdmin):
-    list_display = ("name", "workspace", "created_at", "id")
+    list_display = ("name", "workspace", created, "id")
     list_filter = ("workspace",)
     list_select_related = ("workspace",)
     search_fields = ("name",)
@@ -178,9 +337,13 @@ class AgentAdmin(WorkspaceScopedAdmin):
 
 
 class ReadOnlyInline(admin.TabularInline):
+    """Rows shown as text. The ``readonly-rows`` class hides Django's per-row caption (the
+    row's ``__str__``), which only repeats what the columns say."""
+
     extra = 0
     can_delete = False
     show_change_link = False
+    classes = ("readonly-rows",)
 
     def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
@@ -192,15 +355,29 @@ class ReadOnlyInline(admin.TabularInline):
         return False
 
 
+def change_link(obj: Model) -> str:
+    """A link to the row's admin page, labelled with its name."""
+    url = reverse(f"admin:{obj._meta.app_label}_{obj._meta.model_name}_change", args=[obj.pk])
+    return format_html('<a href="{}">{}</a>', url, obj)
+
+
 class MembershipInline(ReadOnlyInline):
     """Read-only: joining and leaving go through the API, which keeps intervals consistent."""
 
     model = Membership
-    fields = ("account", "agent", "joined_at", "left_at")
+    fields = ("member", "member_kind", "joined_at", "left_at")
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
-        return super().get_queryset(request).select_related("account", "agent")
+        return super().get_queryset(request).select_related("account", "agent", "conversation")
+
+    @admin.display(description="member")
+    def member(self, obj: Membership) -> str:
+        return change_link(obj.account or obj.agent)
+
+    @admin.display(description="kind")
+    def member_kind(self, obj: Membership) -> str:
+        return "person" if obj.account_id else "agent"
 
 
 class RunEvidenceInline(ReadOnlyInline):
@@ -212,7 +389,7 @@ class RunEvidenceInline(ReadOnlyInline):
     ordering = ("created_at", "id")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
-        return super().get_queryset(request).select_related("message")
+        return super().get_queryset(request).select_related("message__conversation")
 
 
 def message_changelist_url(conversation_id: uuid.UUID) -> str:
@@ -221,22 +398,111 @@ def message_changelist_url(conversation_id: uuid.UUID) -> str:
     return f"{url}?conversation__id__exact={conversation_id}"
 
 
+TRANSCRIPT_PAGE_SIZE = 100
+
+
+def transcript_url(conversation_id: uuid.UUID, *, seq: int | None = None) -> str:
+    """The conversation's transcript; with ``seq``, the page holding that message, at it."""
+    url = reverse("admin:messages_app_conversation_transcript", args=[conversation_id])
+    return url if seq is None else f"{url}?seq={seq}#seq-{seq}"
+
+
+@dataclass(frozen=True)
+class TranscriptLine:
+    """One message as the transcript shows it: ``text`` is None for a deleted message."""
+
+    id: uuid.UUID
+    seq: int
+    created_at: datetime
+    sender: str
+    role: str
+    status: str
+    text: str | None
+    edited: bool
+    reply_to_seq: int | None
+
+    @property
+    def deleted(self) -> bool:
+        return self.text is None
+
+
+@dataclass(frozen=True)
+class TranscriptPage:
+    number: int
+    pages: int
+    lines: list[TranscriptLine]
+
+
+def transcript_page(
+    conversation: Conversation, *, page: str | None = None, seq: str | None = None
+) -> TranscriptPage:
+    """One page of the conversation's messages in seq order, ``TRANSCRIPT_PAGE_SIZE`` seqs a
+    page: page ``n`` is the seq range ``((n-1)*size, n*size]``, which the unique
+    ``(conversation, seq)`` index reads directly at any depth (committed seqs have no gaps, so
+    pages are full), and ``last_seq`` gives the page count without counting rows.
+
+    ``page`` and ``seq`` are raw query values; anything that is not a number means page 1, and
+    numbers are clamped to the pages there are. A deleted message's text never leaves here.
+    """
+    pages = max(1, math.ceil(conversation.last_seq / TRANSCRIPT_PAGE_SIZE))
+    number = _positive_int(page) or 1
+    wanted_seq = _positive_int(seq)
+    if wanted_seq is not None:
+        number = math.ceil(wanted_seq / TRANSCRIPT_PAGE_SIZE)
+    number = min(number, pages)
+    first = (number - 1) * TRANSCRIPT_PAGE_SIZE
+    rows = (
+        Message.objects.filter(
+            workspace_id=conversation.workspace_id,
+            conversation=conversation,
+            seq__gt=first,
+            seq__lte=first + TRANSCRIPT_PAGE_SIZE,
+        )
+        .select_related("sender_account", "sender_agent")
+        .annotate(reply_to_seq=F("reply_to__seq"))
+        .order_by("seq")
+    )
+    lines = [
+        TranscriptLine(
+            id=message.id,
+            seq=message.seq,
+            created_at=message.created_at,
+            sender=str(message.sender_account or message.sender_agent),
+            role=message.role,
+            status=message.status,
+            text=None if message.is_deleted else message.content,
+            edited=message.edited_at is not None,
+            reply_to_seq=message.reply_to_seq,
+        )
+        for message in rows
+    ]
+    return TranscriptPage(number=number, pages=pages, lines=lines)
+
+
+def _positive_int(raw: str | None) -> int | None:
+    if raw is None or not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
+        return None
+    value = int(raw)
+    return value if value > 0 else None
+
+
 @admin.register(Conversation)
 class ConversationAdmin(WorkspaceScopedAdmin):
     list_display = (
         "title",
-        "kind",
+        field_column("kind", "kind"),  # the API's code: the long label wraps into three lines
         "workspace",
         "external_id",
-        "live_message_count",
-        "last_seq",
-        "created_at",
+        field_column("live_message_count", "messages"),
+        created,
         "links",
     )
     list_filter = ("kind", "workspace")
     list_select_related = ("workspace",)
     search_fields = ("title", "external_id")
-    readonly_fields = ("id", "live_message_count", "last_seq", "links")
+    # Created once, by the API or here: the time orders the conversation among its
+    # workspace's and is never rewritten.
+    readonly_fields = ("id", "created_at", "live_message_count", "last_seq", "links")
     fields = (
         "id",
         "workspace",
@@ -255,31 +521,58 @@ class ConversationAdmin(WorkspaceScopedAdmin):
         readonly = super().get_readonly_fields(request, obj)
         return readonly if obj is None else (*readonly, "kind")
 
-    @admin.display(description="messages")
+    def get_urls(self) -> list[URLPattern]:
+        transcript = path(
+            "<path:object_id>/transcript/",
+            self.admin_site.admin_view(self.transcript_view),
+            name="messages_app_conversation_transcript",
+        )
+        return [transcript, *super().get_urls()]
+
+    def transcript_view(self, request: HttpRequest, object_id: str) -> TemplateResponse:
+        """The conversation read top to bottom: messages in seq order, paged, with senders'
+        names; a deleted message is marked as such and its text is not on the page."""
+        conversation = self.get_object(request, unquote(object_id))
+        if conversation is None:
+            raise Http404("No such conversation.")
+        message_admin = self.admin_site._registry[Message]
+        if not (
+            self.has_view_permission(request, conversation)
+            and message_admin.has_view_permission(request)
+        ):
+            raise PermissionDenied
+        page = transcript_page(
+            conversation, page=request.GET.get("page"), seq=request.GET.get("seq")
+        )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Transcript of {conversation}",
+            "subtitle": None,
+            "opts": self.opts,
+            "conversation": conversation,
+            "page": page,
+            "media": self.media,
+        }
+        return TemplateResponse(request, "admin/messages_app/conversation/transcript.html", context)
+
+    @admin.display(description="read")
     def links(self, obj: Conversation) -> str:
         if obj._state.adding:
             return "-"
-        return format_html('<a href="{}">Messages</a>', message_changelist_url(obj.pk))
+        return format_html(
+            '<a href="{}">Transcript</a> · <a href="{}">Messages</a>',
+            transcript_url(obj.pk),
+            message_changelist_url(obj.pk),
+        )
 
 
 @admin.register(Message)
 class MessageAdmin(ReadOnlyAdmin):
     """Browse messages; edits and deletes go through the API so search stays in step."""
 
-    list_display = (
-        "id",
-        "conversation",
-        "seq",
-        "role",
-        "status",
-        "sender",
-        "content_preview",
-        "created_at",
-        "is_deleted",
-        "workspace",
-    )
-    list_filter = ("workspace", "role", "status", DeletedFilter)
-    list_select_related = ("workspace", "conversation", "sender_account", "sender_agent")
+    list_display = ("seq_label", "conversation_link", "sender", "content_preview", created, "state")
+    list_filter = ("workspace", ConversationFilter, "role", "status", DeletedFilter)
+    list_select_related = ("conversation", "sender_account", "sender_agent")
     # Only the exact-match search: a text scan of a million bodies is not an admin page's job.
     search_fields = ("=conversation__external_id",)
     # Only indexed columns: senders, replies and threads have no index of their own.
@@ -307,12 +600,45 @@ class MessageAdmin(ReadOnlyAdmin):
         "reply_to",
         "thread",
         "lineage_sources",
+        "in_transcript",
     )
     readonly_fields = fields
 
+    def get_list_display(self, request: HttpRequest) -> tuple:
+        """Narrowed to one conversation, the conversation column would repeat one title."""
+        list_display = super().get_list_display(request)
+        if request.GET.get(ConversationFilter.parameter_name):
+            return tuple(name for name in list_display if name != "conversation_link")
+        return list_display
+
+    @admin.display(description="message")
+    def seq_label(self, obj: Message) -> str:
+        return f"#{obj.seq}"
+
+    @admin.display(description="conversation")
+    def conversation_link(self, obj: Message) -> str:
+        """Narrows the list to this conversation (the conversation filter's own parameter)."""
+        return format_html(
+            '<a href="{}">{}</a>', message_changelist_url(obj.conversation_id), obj.conversation
+        )
+
     @admin.display(description="sender")
     def sender(self, obj: Message) -> str:
-        return str(obj.sender_account or obj.sender_agent)
+        return format_html(
+            '{}<div class="quiet">{}</div>', obj.sender_account or obj.sender_agent, obj.role
+        )
+
+    @admin.display(description="state")
+    def state(self, obj: Message) -> str:
+        """Deleted, or the delivery status (sent, pending, failed)."""
+        return "deleted" if obj.is_deleted else obj.status
+
+    @admin.display(description="transcript")
+    def in_transcript(self, obj: Message) -> str:
+        return format_html(
+            '<a href="{}">Read it in its conversation</a>',
+            transcript_url(obj.conversation_id, seq=obj.seq),
+        )
 
     @admin.display(description="content")
     def content_preview(self, obj: Message) -> str:
@@ -327,22 +653,20 @@ class MessageAdmin(ReadOnlyAdmin):
             return DELETED_PLACEHOLDER
         return obj.content
 
-    @admin.display(description="deleted", boolean=True)
-    def is_deleted(self, obj: Message) -> bool:
-        return obj.is_deleted
-
     @admin.display(description="lineage")
     def lineage_sources(self, obj: Message) -> str:
-        """Source messages by link only; their bodies carry their own audience rules."""
-        sources = list(obj.lineage_links.order_by("source_id").values_list("source_id", flat=True))
-        if not sources:
+        """Source messages by link only, labelled "<conversation title> #<seq>"; their bodies
+        carry their own audience rules."""
+        sources = obj.lineage_links.order_by("source__conversation__title", "source__seq")
+        rows = list(sources.values_list("source_id", "source__conversation__title", "source__seq"))
+        if not rows:
             return "-"
         return format_html_join(
             mark_safe("<br>"),
-            '<a href="{}">{}</a>',
+            '<a href="{}">{} #{}</a>',
             (
-                (reverse("admin:messages_app_message_change", args=[source_id]), source_id)
-                for source_id in sources
+                (reverse("admin:messages_app_message_change", args=[source_id]), title, seq)
+                for source_id, title, seq in rows
             ),
         )
 
@@ -367,7 +691,7 @@ class IdentityLinkForm(forms.ModelForm):
 
 
 @admin.register(IdentityLink)
-class IdentityLinkAdmin(UuidSearchMixin, admin.ModelAdmin):
+class IdentityLinkAdmin(FormationAdminMixin, UuidSearchMixin, admin.ModelAdmin):
     """A link can be proposed here (it starts pending); verify and revoke go through the API.
 
     An existing link is read-only: swapping an account would carry a verification over to a
@@ -375,16 +699,8 @@ class IdentityLinkAdmin(UuidSearchMixin, admin.ModelAdmin):
     """
 
     form = IdentityLinkForm
-    list_display = (
-        "id",
-        "account",
-        "linked_account",
-        "status",
-        "workspace",
-        "created_at",
-        "verified_at",
-        "revoked_at",
-    )
+    # When it was verified or revoked is on the link's page: three timestamps do not fit.
+    list_display = ("account", "linked_account", "status", "workspace", created)
     list_filter = ("status", "workspace")
     list_select_related = ("workspace", "account", "linked_account")
     search_fields = (
@@ -421,7 +737,7 @@ class IdentityLinkAdmin(UuidSearchMixin, admin.ModelAdmin):
 
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
-    list_display = ("id", "agent", "conversation", "requester", "workspace", "created_at")
+    list_display = ("id", "agent", "conversation", "requester", "workspace", created)
     list_filter = ("workspace",)
     list_select_related = ("workspace", "agent", "conversation", "requester")
     search_fields = ("agent__name",)
@@ -454,9 +770,10 @@ class ApiTokenAdmin(ReadOnlyAdmin):
     stays on record.
     """
 
-    list_display = ("prefix", "kind", "workspace", "agent", "run", "created_at", "revoked_at")
+    # The prefix names the kind (fmn_service_, fmn_agent_, fmn_run_); the kind is a filter.
+    list_display = ("prefix", "workspace", "agent", "run_link", created, revoked)
     list_filter = ("kind", RevokedFilter, "workspace")
-    list_select_related = ("workspace", "agent", "run")
+    list_select_related = ("workspace", "agent")
     search_fields = ("^prefix",)
     uuid_search_fields = ("id", "agent_id", "run_id")
     ordering = ("-created_at",)
@@ -466,6 +783,14 @@ class ApiTokenAdmin(ReadOnlyAdmin):
     fields = ("id", "kind", "prefix", "workspace", "agent", "run", "created_at", "revoked_at")
     readonly_fields = fields
     actions = ("revoke_tokens",)
+
+    @admin.display(description="run")
+    def run_link(self, obj: ApiToken) -> str:
+        """The run's id, shortened: a whole UUID would not fit the list."""
+        if obj.run_id is None:
+            return "-"
+        url = reverse("admin:messages_app_run_change", args=[obj.run_id])
+        return format_html('<a href="{}">{}…</a>', url, str(obj.run_id)[:8])
 
     def has_revoke_permission(self, request: HttpRequest) -> bool:
         """Revoking is a change to the token, so it needs the model's change permission."""

@@ -216,7 +216,8 @@ class Membership(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.account_id or self.agent_id} in {self.conversation_id}"
+        """Names, for the admin: select ``account``, ``agent`` and ``conversation`` with it."""
+        return f"{self.account or self.agent} in {self.conversation}"
 
 
 class MessageRole(models.TextChoices):
@@ -343,7 +344,8 @@ class Message(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.conversation_id}#{self.seq}"
+        """The conversation's title and the seq, for the admin: select ``conversation`` with it."""
+        return f"{self.conversation} #{self.seq}"
 
     @property
     def is_deleted(self) -> bool:

@@ -35,6 +35,17 @@ REASONS = (
     "budget",
 )
 NO_EXCLUSIONS = dict.fromkeys(REASONS, 0)
+# The same reasons under their wire names (SPEC §8), written out rather than converted.
+EXCLUSION_KEYS = (
+    "notObserved",
+    "deleted",
+    "unknownAudience",
+    "audience",
+    "lineage",
+    "currentMessage",
+    "recentHistory",
+    "budget",
+)
 TABLE = ConversationSearchEvent._meta.db_table
 
 

@@ -4,11 +4,15 @@ message's body or a token's digest."""
 from __future__ import annotations
 
 import hashlib
+import json
+import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
 import pytest
 from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import Permission, User
+from django.core.management import call_command
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -385,3 +389,349 @@ def test_identity_link_add_starts_pending(admin_client: Client, admin_world: Adm
     assert response.status_code == 302
     created = IdentityLink.objects.get(account=admin_world.other_account, linked_account=third)
     assert created.status == "pending"
+
+
+# --- names instead of UUIDs ----------------------------------------------------------------
+
+
+def test_a_membership_reads_member_name_in_conversation_title(
+    admin_client: Client, admin_world: AdminWorld
+) -> None:
+    memberships = Membership.objects.select_related("account", "agent", "conversation")
+    assert sorted(str(m) for m in memberships) == [
+        "Sample Agent in Sample channel",
+        "Sample Person in Sample channel",
+    ]
+    page = admin_client.get(admin_url("conversation", "change", admin_world.conversation.pk))
+    html = page.content.decode()
+    assert f"{admin_world.account.pk} in {admin_world.conversation.pk}" not in html
+    assert f"{admin_world.agent.pk} in {admin_world.conversation.pk}" not in html
+    account_link = admin_url("account", "change", admin_world.account.pk)
+    assert f'<a href="{account_link}">Sample Person</a>' in html
+    agent_link = admin_url("agent", "change", admin_world.agent.pk)
+    assert f'<a href="{agent_link}">Sample Agent</a>' in html
+
+
+def test_a_message_is_titled_by_its_conversation_and_seq(
+    admin_client: Client, admin_world: AdminWorld
+) -> None:
+    page = admin_client.get(admin_url("message", "change", admin_world.reply.pk))
+    html = page.content.decode()
+    assert "<title>Sample channel #2 |" in html
+    assert f"{admin_world.conversation.pk}#" not in html
+    # Its reply-to and its lineage source read the same way, as links.
+    assert html.count("Sample channel #1</a>") == 2
+
+
+def test_the_message_list_names_conversations_and_senders(
+    admin_client: Client, admin_world: AdminWorld
+) -> None:
+    html = admin_client.get(admin_url("message", "changelist")).content.decode()
+    list_url = admin_url("message", "changelist")
+    narrow = f'href="{list_url}?conversation__id__exact={admin_world.conversation.pk}"'
+    assert f"{narrow}>Sample channel</a>" in html
+    assert "Sample Person" in html
+    assert "Sample Agent" in html
+    # No UUID column, which wrapped each row into four lines.
+    assert "column-id" not in html
+    assert f">{admin_world.first.pk}<" not in html
+
+
+def test_the_conversation_list_uses_short_codes(
+    admin_client: Client, admin_world: AdminWorld
+) -> None:
+    html = admin_client.get(admin_url("conversation", "changelist")).content.decode()
+    assert '<td class="field-kind">private</td>' in html
+    assert "Private channel or group DM</td>" not in html
+
+
+# --- read-only where the spec says so --------------------------------------------------------
+
+
+def test_a_conversation_created_at_is_read_only(
+    admin_client: Client, admin_world: AdminWorld
+) -> None:
+    conversation = admin_world.conversation
+    created = conversation.created_at
+    change = admin_url("conversation", "change", conversation.pk)
+    assert 'name="created_at_0"' not in admin_client.get(change).content.decode()
+    assert (
+        'name="created_at_0"'
+        not in admin_client.get(admin_url("conversation", "add")).content.decode()
+    )
+
+    response = admin_client.post(
+        change,
+        {
+            "title": "Sample channel renamed",
+            "external_id": "ext-conv-1",
+            "created_at_0": "2001-01-01",
+            "created_at_1": "00:00:00",
+            "memberships-TOTAL_FORMS": "2",
+            "memberships-INITIAL_FORMS": "2",
+            "memberships-MIN_NUM_FORMS": "0",
+            "memberships-MAX_NUM_FORMS": "1000",
+        },
+    )
+
+    assert response.status_code == 302
+    conversation.refresh_from_db()
+    assert conversation.title == "Sample channel renamed"
+    assert conversation.created_at == created
+
+
+# --- the conversation filter ------------------------------------------------------------------
+
+
+def test_messages_filter_by_conversation_without_listing_every_conversation(
+    admin_client: Client, admin_world: AdminWorld
+) -> None:
+    others = [
+        Conversation.objects.create(
+            workspace=admin_world.workspace, kind="public", title=f"Sample roster room {n}"
+        )
+        for n in range(30)
+    ]
+    add_message(others[0], "sample elsewhere", account=admin_world.account)
+    changelist = admin_url("message", "changelist")
+
+    html = admin_client.get(changelist).content.decode()
+    assert "By conversation" in html
+    assert "Sample roster room 1<" not in html  # no dropdown of every conversation
+    picker = html.split('<select name="conversation__id__exact"')[1].split("</select>")[0]
+    assert 'class="admin-autocomplete' in picker
+    assert 'data-field-name="conversation"' in picker
+    assert picker.count("<option") == 1  # only the empty choice
+
+    chosen = admin_client.get(changelist, {"conversation__id__exact": others[0].pk})
+    assert [m.content for m in chosen.context["cl"].result_list] == ["sample elsewhere"]
+    picker = chosen.content.decode().split('<select name="conversation__id__exact"')[1]
+    assert "Sample roster room 0</option>" in picker.split("</select>")[0]
+    assert "Sample roster room 1<" not in chosen.content.decode()
+
+    found = admin_client.get(
+        reverse("admin:autocomplete"),
+        {
+            "app_label": "messages_app",
+            "model_name": "message",
+            "field_name": "conversation",
+            "term": "roster room 17",
+        },
+    )
+    assert [item["text"] for item in found.json()["results"]] == ["Sample roster room 17"]
+
+
+def test_the_conversation_filter_keeps_the_other_filters(
+    admin_client: Client, admin_world: AdminWorld
+) -> None:
+    html = admin_client.get(
+        admin_url("message", "changelist"), {"deleted": "no", "role": "user", "p": "2"}
+    ).content.decode()
+    form = html.split('<form method="get" class="autocomplete-filter">')[1].split("</form>")[0]
+    assert '<input type="hidden" name="deleted" value="no">' in form
+    assert '<input type="hidden" name="role" value="user">' in form
+    assert 'name="p"' not in form  # a new conversation starts on its first page
+
+
+def test_a_malformed_conversation_id_is_a_redirect_not_an_error(
+    admin_client: Client, admin_world: AdminWorld
+) -> None:
+    response = admin_client.get(
+        admin_url("message", "changelist"), {"conversation__id__exact": "not-a-uuid"}
+    )
+    assert response.status_code == 302
+    assert response["Location"].endswith("?e=1")
+
+
+def test_the_message_list_narrowed_to_a_conversation_drops_its_column(
+    admin_client: Client, admin_world: AdminWorld
+) -> None:
+    narrowed = admin_client.get(
+        admin_url("message", "changelist"),
+        {"conversation__id__exact": admin_world.conversation.pk},
+    )
+    assert "column-conversation_link" not in narrowed.content.decode()
+    everything = admin_client.get(admin_url("message", "changelist"))
+    assert "column-conversation_link" in everything.content.decode()
+
+
+# --- the transcript --------------------------------------------------------------------------
+
+
+def transcript(conversation: Conversation, **params: object) -> str:
+    url = reverse("admin:messages_app_conversation_transcript", args=[conversation.pk])
+    return url + ("?" + "&".join(f"{k}={v}" for k, v in params.items()) if params else "")
+
+
+def transcript_rows(html: str) -> list[str]:
+    body = html.split('<table class="transcript-table">')[1].split("</table>")[0]
+    return body.split("<tbody>")[1].split("</tr>")[:-1]
+
+
+def test_the_transcript_lists_messages_in_seq_order_with_senders(
+    admin_client: Client, admin_world: AdminWorld
+) -> None:
+    conversation = admin_world.conversation
+    add_message(conversation, "sample third line", account=admin_world.other_account)
+    delete_message(admin_world.first)
+
+    page = admin_client.get(transcript(conversation))
+
+    assert page.status_code == 200
+    html = page.content.decode()
+    rows = transcript_rows(html)
+    assert len(rows) == 3
+    assert ['id="seq-1"' in rows[0], 'id="seq-2"' in rows[1], 'id="seq-3"' in rows[2]] == [
+        True,
+        True,
+        True,
+    ]
+    # The deleted first message: marked, its sender kept, its text nowhere on the page.
+    assert 'class="deleted"' in rows[0]
+    assert '<em class="deleted-marker">deleted</em>' in rows[0]
+    assert "Sample Person" in rows[0]
+    assert CANARY not in html
+    assert "sample reply text" in rows[1]
+    assert "Sample Agent" in rows[1]
+    assert "reply to #1" in rows[1]
+    assert "sample third line" in rows[2]
+    assert "Sample Person Alt" in rows[2]
+    message_page = admin_url("message", "change", admin_world.reply.pk)
+    assert f'<a href="{message_page}">#2</a>' in rows[1]
+
+
+def test_the_transcript_never_shows_a_deleted_body_the_row_still_holds(
+    admin_client: Client, admin_world: AdminWorld
+) -> None:
+    """Belt and braces over the database's own check: even a row marked deleted whose body was
+    not erased (a drifted row, constraint dropped) shows no text."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # no pending checks block the ALTER
+        cursor.execute(
+            "ALTER TABLE messages_app_message DROP CONSTRAINT message_deleted_has_no_body"
+        )
+    Message.objects.filter(pk=admin_world.first.pk).update(deleted_at=timezone.now())
+
+    html = admin_client.get(transcript(admin_world.conversation)).content.decode()
+
+    assert CANARY not in html
+    assert '<em class="deleted-marker">deleted</em>' in transcript_rows(html)[0]
+
+
+def test_the_transcript_is_paged_by_seq(
+    admin_client: Client, admin_world: AdminWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from messages_app import admin as messages_admin
+
+    monkeypatch.setattr(messages_admin, "TRANSCRIPT_PAGE_SIZE", 2)
+    conversation = admin_world.conversation
+    for number in range(3, 6):
+        add_message(conversation, f"sample line {number}", account=admin_world.account)
+
+    def seqs(**params: object) -> list[int]:
+        html = admin_client.get(transcript(conversation, **params)).content.decode()
+        return [int(row.split('id="seq-')[1].split('"')[0]) for row in transcript_rows(html)]
+
+    assert seqs() == [1, 2]
+    assert seqs(page=2) == [3, 4]
+    assert seqs(page=3) == [5]
+    assert seqs(page=99) == [5]  # clamped to the last page
+    assert seqs(page="x") == [1, 2]
+    assert seqs(page=0) == [1, 2]
+    assert seqs(page="%C2%B2") == [1, 2]  # "²" is a digit to str.isdigit, not to int()
+    assert seqs(page="9" * 5000) == [1, 2]  # too long to be a page number, not a 500
+    assert seqs(seq=4) == [3, 4]  # the page holding that message
+    html = admin_client.get(transcript(conversation, page=2)).content.decode()
+    assert "page 2 of 3" in html
+    assert 'href="?page=1" rel="prev"' in html
+    assert 'href="?page=3" rel="next"' in html
+
+
+def test_the_transcript_costs_the_same_queries_however_many_messages(
+    admin_client: Client, admin_world: AdminWorld
+) -> None:
+    conversation = admin_world.conversation
+    admin_client.get(transcript(conversation))
+    with CaptureQueriesContext(connection) as few:
+        admin_client.get(transcript(conversation))
+    for number in range(20):
+        add_message(conversation, f"sample filler {number}", account=admin_world.account)
+        add_message(conversation, f"sample answer {number}", agent=admin_world.agent)
+    with CaptureQueriesContext(connection) as many:
+        html = admin_client.get(transcript(conversation)).content.decode()
+    assert len(transcript_rows(html)) == 42
+    assert len(many) == len(few)
+
+
+def test_the_transcript_is_linked_from_the_conversation_and_message_pages(
+    admin_client: Client, admin_world: AdminWorld
+) -> None:
+    conversation = admin_world.conversation
+    url = transcript(conversation)
+    for page in (
+        admin_url("conversation", "change", conversation.pk),
+        admin_url("conversation", "changelist"),
+    ):
+        assert f'href="{url}"' in admin_client.get(page).content.decode()
+    message_page = admin_client.get(admin_url("message", "change", admin_world.reply.pk))
+    assert f'href="{url}?seq=2#seq-2"' in message_page.content.decode()
+
+
+def test_the_transcript_needs_view_permission_on_messages(
+    admin_client: Client, admin_world: AdminWorld
+) -> None:
+    staff = User.objects.create_user("sample-staff", password=None, is_staff=True)
+    staff.user_permissions.add(Permission.objects.get(codename="view_conversation"))
+    client = Client()
+    client.force_login(staff)
+    url = transcript(admin_world.conversation)
+
+    assert client.get(url).status_code == 403
+    staff.user_permissions.add(Permission.objects.get(codename="view_message"))
+    assert client.get(url).status_code == 200
+    missing = reverse("admin:messages_app_conversation_transcript", args=[uuid.uuid4()])
+    assert admin_client.get(missing).status_code == 404
+    malformed = reverse("admin:messages_app_conversation_transcript", args=["not-a-uuid"])
+    assert admin_client.get(malformed).status_code == 404
+
+
+# --- fitting the page --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        ("message", "changelist"),
+        ("conversation", "changelist"),
+        ("conversation", "change"),
+        ("apitoken", "changelist"),
+    ],
+)
+def test_admin_pages_carry_the_admin_stylesheet(
+    admin_client: Client, admin_world: AdminWorld, page: tuple[str, str]
+) -> None:
+    model, view = page
+    args = (admin_world.conversation.pk,) if view == "change" else ()
+    html = admin_client.get(admin_url(model, view, *args)).content.decode()
+    assert 'href="/static/messages_app/admin.css"' in html
+
+
+def test_collectstatic_serves_the_admin_stylesheet_and_script(
+    admin_client: Client, admin_world: AdminWorld, settings, tmp_path
+) -> None:
+    """In production the pages name the hashed copies, and WhiteNoise serves them."""
+    from formation import settings as production_settings
+
+    settings.STATIC_ROOT = tmp_path
+    settings.STORAGES = production_settings.STORAGES
+    settings.WHITENOISE_AUTOREFRESH = False
+    call_command("collectstatic", interactive=False, verbosity=0)
+    manifest = json.loads((tmp_path / "staticfiles.json").read_text())["paths"]
+    css, script = manifest["messages_app/admin.css"], manifest["messages_app/admin.js"]
+
+    html = admin_client.get(admin_url("message", "changelist")).content.decode()
+    assert f'href="/static/{css}"' in html
+    assert f'src="/static/{script}"' in html
+    served = Client().get(f"/static/{css}")
+    assert served.status_code == 200
+    assert b"field-content_preview" in b"".join(served.streaming_content)
