@@ -82,20 +82,15 @@ class Timestamp(serializers.Field):
         return format_timestamp(value)
 
 
-def is_json_whole_number(data: Any) -> bool:
-    """A JSON number without a fraction (``5`` or ``5.0``); a string, a bool or ``5.5`` is not."""
-    if isinstance(data, bool) or not isinstance(data, int | float):
-        return False
-    return not isinstance(data, float) or data.is_integer()
-
-
 class JsonInteger(serializers.IntegerField):
     """A JSON number without a fraction: ``"5"``, ``5.5`` and ``true`` are wrong types."""
 
     default_error_messages = {"invalid": "Must be a whole number."}
 
     def to_internal_value(self, data: Any) -> int:
-        if not is_json_whole_number(data):
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        if isinstance(data, float) and not data.is_integer():
             self.fail("invalid")
         return super().to_internal_value(data)
 
@@ -104,19 +99,18 @@ class JsonInteger(serializers.IntegerField):
 FROM_QUERY_STRING = "from_query_string"
 
 
-class ArgumentInteger(serializers.IntegerField):
+class ArgumentInteger(JsonInteger):
     """An integer argument of a tool that REST reads from the query string.
 
     There every value is text, so ``limit=5`` is parsed as DRF does (``query_params`` sets the
     context flag). Anywhere else the arguments are JSON (MCP's ``tools/call``), and a JSON body's
-    rule holds: ``"5"``, ``5.5`` and ``true`` are wrong types, as for ``JsonInteger``.
+    rule holds: ``"5"``, ``5.5`` and ``true`` are wrong types. Either way a bad value gets the
+    same sentence.
     """
 
-    default_error_messages = {"not_a_number": JsonInteger.default_error_messages["invalid"]}
-
     def to_internal_value(self, data: Any) -> int:
-        if not self.context.get(FROM_QUERY_STRING) and not is_json_whole_number(data):
-            self.fail("not_a_number")
+        if self.context.get(FROM_QUERY_STRING):
+            return serializers.IntegerField.to_internal_value(self, data)
         return super().to_internal_value(data)
 
 
