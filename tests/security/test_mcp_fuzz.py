@@ -18,19 +18,18 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
 import httpx2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from formation.asgi import application as asgi_application
 from formation.mcp_envelope import MAX_BODY_BYTES
 from formation.tools import AGENT_TOOLS, input_schema
 from formation.wsgi import application as wsgi_application
 from messages_app import services
 from messages_app.models import TokenKind
 from tests import factories
+from tests.test_mcp import asgi_request
 
 CANARY = "canaryfz"
 # Keys are drawn from letters that cannot spell the canary: REST names an unknown argument in
@@ -304,17 +303,7 @@ def send(request: Request, world: World) -> httpx2.Response:
             transport=httpx2.WSGITransport(app=wsgi_application), base_url="http://localhost"
         ) as client:
             return client.request(request.method, "/mcp", headers=headers, content=content)
-
-    async def over_asgi() -> httpx2.Response:
-        with anyio.fail_after(30):
-            async with httpx2.AsyncClient(
-                transport=httpx2.ASGITransport(app=asgi_application), base_url="http://localhost"
-            ) as client:
-                return await client.request(
-                    request.method, "/mcp", headers=headers, content=content
-                )
-
-    return anyio.run(over_asgi)
+    return asgi_request(request.method, headers, content)
 
 
 def refused(response: httpx2.Response) -> bool:
