@@ -3,9 +3,14 @@
 Over stdio it is ``manage.py mcp_server --token`` in a subprocess pointed at the test database;
 over HTTP it is ``/mcp`` on pytest-django's live server, serving the production WSGI entry point
 (so /mcp is routed as under gunicorn), and the ASGI entry point in process. Both must list the
-four tools with the schemas of formation/tools.py and answer every call with exactly the REST
-endpoint's body, or its error envelope as a tool error. The subprocess and the server threads
-use their own database connections, so these tests commit their data (``transaction=True``).
+tools the token may call with the schemas of formation/tools.py and answer every call with
+exactly the REST endpoint's body, or its error envelope as a tool error. The subprocess and the
+server threads use their own database connections, so these tests commit their data
+(``transaction=True``).
+
+Then what HTTP refuses: every method but POST, at once on each server (a real gunicorn too);
+malformed requests, whose errors must never quote what was sent (SPEC §9); and tool arguments,
+which hold to JSON types for every argument of every tool, as a REST JSON body does.
 """
 
 from __future__ import annotations
