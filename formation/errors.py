@@ -104,6 +104,9 @@ class RateLimited(ApiError):
     default_message = "Too many requests for this token; retry after the given delay."
 
 
+JSON_BODY_ONLY = "The request body must be JSON, sent with Content-Type: application/json."
+
+
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "details": details or {}}}
 
@@ -138,7 +141,10 @@ def _translate(exc: Exception) -> ApiError:
         return exc
     if isinstance(exc, drf_exceptions.ValidationError):
         return InvalidArguments(details={"fields": _field_errors(exc.detail)})
-    if isinstance(exc, drf_exceptions.ParseError | drf_exceptions.UnsupportedMediaType):
+    if isinstance(exc, drf_exceptions.UnsupportedMediaType):
+        # Not DRF's sentence: it quotes the Content-Type that was sent.
+        return InvalidArguments(JSON_BODY_ONLY)
+    if isinstance(exc, drf_exceptions.ParseError):
         return InvalidArguments(str(exc.detail))
     if isinstance(exc, SuspiciousOperation | BadRequest):
         # Too many query fields, an oversized body, a malformed multipart: Django's own limits.

@@ -95,6 +95,25 @@ class JsonInteger(serializers.IntegerField):
         return super().to_internal_value(data)
 
 
+# Serializer context flag: the data is a query string, whose values are all text.
+FROM_QUERY_STRING = "from_query_string"
+
+
+class ArgumentInteger(JsonInteger):
+    """An integer argument of a tool that REST reads from the query string.
+
+    There every value is text, so ``limit=5`` is parsed as DRF does (``query_params`` sets the
+    context flag). Anywhere else the arguments are JSON (MCP's ``tools/call``), and a JSON body's
+    rule holds: ``"5"``, ``5.5`` and ``true`` are wrong types. Either way a bad value gets the
+    same sentence.
+    """
+
+    def to_internal_value(self, data: Any) -> int:
+        if self.context.get(FROM_QUERY_STRING):
+            return serializers.IntegerField.to_internal_value(self, data)
+        return super().to_internal_value(data)
+
+
 class Id(serializers.UUIDField):
     """A UUID given as a JSON string (any spelling Python's ``uuid.UUID`` accepts)."""
 
@@ -151,7 +170,8 @@ def query_params(request: Any, serializer_class: type[serializers.Serializer]) -
     """Validate a GET request's query string with a serializer (see ``check_query_keys``)."""
     check_query_keys(request, set(serializer_class().fields))
     serializer = serializer_class(
-        data={key: request.query_params[key] for key in request.query_params}
+        data={key: request.query_params[key] for key in request.query_params},
+        context={FROM_QUERY_STRING: True},
     )
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data

@@ -8,10 +8,16 @@ and answers the REST body as structured content. A failure is a tool error (``is
 content is the REST envelope ``{"error": {"code", "message", "details"}}``, so a model meets the
 same codes and sentences over both.
 
-HTTP is stateless and answers JSON, no sessions and no SSE: every POST carries its own bearer
-token, checked like a REST request before the MCP layer sees it, so a missing or bad token gets
-the REST 401 envelope and a service token the 403 one. gunicorn serves WSGI, so
-``route_mcp_wsgi`` runs the ASGI app through a2wsgi; ``route_mcp_asgi`` mounts it natively.
+``tools/list`` offers only the tools the caller's token may call (``formation.tools.tools_for``):
+an agent token is not shown search_history, which needs a run.
+
+HTTP is stateless and answers JSON, no sessions and no SSE: only POST is served (anything else is
+the REST 405 envelope at once), every POST carries its own bearer token, checked like a REST
+request before the MCP layer sees it, so a missing or bad token gets the REST 401 envelope and a
+service token the 403 one. The request is then checked by ``formation.mcp_envelope`` (strict
+JSON, one JSON-RPC message, fixed sentences) before the SDK sees it, and any error the SDK answers
+is scrubbed of what was sent. gunicorn serves WSGI, so ``route_mcp_wsgi`` runs the ASGI app
+through a2wsgi; ``route_mcp_asgi`` mounts it natively.
 """
 
 from __future__ import annotations
@@ -37,17 +43,34 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
-from rest_framework.exceptions import Throttled
+from rest_framework.exceptions import APIException, Throttled
 from rest_framework.settings import api_settings
 from starlette.datastructures import Headers
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from formation.auth import Caller, IsAgentOrRunToken
 from formation.db_timeouts import reset_statement_timeout, set_statement_timeout
-from formation.errors import InvalidArguments, Unauthenticated, api_exception_handler
-from formation.fields import printable_key
+from formation.errors import (
+    ApiError,
+    InvalidArguments,
+    MethodNotAllowed,
+    Unauthenticated,
+    api_exception_handler,
+)
 from formation.json_logging import request_id_var
+from formation.mcp_envelope import (
+    UNKNOWN_TOOL,
+    ErrorScrubber,
+    RpcRefusal,
+    Served,
+    check_media_types,
+    check_message,
+    parse_message,
+    read_body,
+    replay,
+    sdk_scope,
+)
 from formation.request_logging import KNOWN_METHODS, SANE_REQUEST_ID
 from formation.tools import (
     AGENT_TOOLS,
@@ -56,6 +79,7 @@ from formation.tools import (
     caller_for_token,
     caller_from_authorization,
     input_schema,
+    tools_for,
 )
 
 SERVER_NAME = "formation-history"
@@ -152,6 +176,14 @@ def _run_tool(
         request_id_var.reset(request_id)
 
 
+def _stdio_caller(token: str) -> Caller | None:
+    """The stdio token's caller now (it may have been revoked since the server started)."""
+    try:
+        return _as_api_request(partial(caller_for_token, token))
+    except ApiError:
+        return None
+
+
 def _http_caller(ctx: ServerRequestContext[Any, Any]) -> Caller | None:
     request = ctx.request
     if request is None:
@@ -161,8 +193,8 @@ def _http_caller(ctx: ServerRequestContext[Any, Any]) -> Caller | None:
 
 def build_server(*, token: str | None = None) -> Server[Any]:
     """The MCP server. ``token`` authenticates a stdio server; over HTTP each request's does."""
-    tools = [
-        types.Tool(
+    tools = {
+        tool.name: types.Tool(
             name=tool.name,
             description=tool.description,
             input_schema=input_schema(tool),
@@ -174,19 +206,27 @@ def build_server(*, token: str | None = None) -> Server[Any]:
             ),
         )
         for tool in AGENT_TOOLS
-    ]
-    schemas = {tool.name: tool.input_schema for tool in tools}
+    }
+    schemas = {name: tool.input_schema for name, tool in tools.items()}
 
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tools)
+        """Only what this token may call: an agent token is not offered search_history."""
+        if token is None:
+            caller = _http_caller(ctx)
+        else:
+            caller = await anyio.to_thread.run_sync(_stdio_caller, token)
+        if caller is None:
+            raise MCPError(types.INVALID_REQUEST, Unauthenticated.default_message)
+        return types.ListToolsResult(tools=[tools[tool.name] for tool in tools_for(caller)])
 
     async def call(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         if params.name not in TOOLS_BY_NAME:
-            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {printable_key(params.name)}.")
+            # Not the name sent: an error never quotes the request (SPEC §9).
+            raise MCPError(types.INVALID_PARAMS, UNKNOWN_TOOL)
         caller = None if token is not None else _http_caller(ctx)
         if caller is None and token is None:
             # Served over HTTP without McpHttpApp in front: nobody checked a token.
@@ -234,17 +274,22 @@ def _host_allowed(host: str) -> bool:
     return bool(domain) and validate_host(domain, allowed)
 
 
-def _error_response(error: Exception) -> JSONResponse:
+def _error_response(error: Exception, **headers: str) -> JSONResponse:
+    """The REST envelope and status for ``error``, as ``formation.errors`` renders it."""
     rest = api_exception_handler(error, {})
-    headers = {key: value for key, value in rest.headers.items() if key.lower() != "content-type"}
+    for key, value in rest.headers.items():
+        if key.lower() != "content-type":
+            headers.setdefault(key, value)
     return JSONResponse(rest.data, status_code=rest.status_code, headers=headers)
 
 
 class McpHttpApp:
-    """ASGI app for ``/mcp``: the REST bearer check, then one stateless JSON-RPC exchange."""
+    """ASGI app for ``/mcp``: POST only, the REST bearer check, the request checked by
+    ``formation.mcp_envelope``, then one stateless JSON-RPC exchange with the SDK."""
 
     def __init__(self) -> None:
         self.server = build_server()
+        self.served = Served.by(self.server, TOOLS_BY_NAME)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -287,18 +332,55 @@ class McpHttpApp:
             bad_host = InvalidArguments("The Host header is not allowed.")
             await _error_response(bad_host)(scope, receive, send)
             return None
+        if scope["method"] != "POST":
+            # Stateless JSON: no stream for a GET to open, no session for a DELETE to end. Answered
+            # before anything is read, so no request can hold a server thread (an SDK GET stream
+            # never ends: under gunicorn, eight of them stopped every worker).
+            await _error_response(MethodNotAllowed(), Allow="POST")(scope, receive, send)
+            return None
         try:
             caller = await anyio.to_thread.run_sync(_authenticate, headers.get("authorization", ""))
         except Exception as error:
             await _error_response(error)(scope, receive, send)
             return None
-        scope = {**scope, "state": {**scope.get("state", {}), CALLER_KEY: caller}}
-        # Stateless: a manager per request holds nothing between requests (its task group
-        # lives as long as this one exchange), so no lifespan has to start it.
-        manager = StreamableHTTPSessionManager(app=self.server, json_response=True, stateless=True)
-        async with manager.run():
-            await manager.handle_request(scope, receive, send)
+        await self._exchange(scope, receive, send, caller, headers)
         return caller
+
+    async def _exchange(
+        self, scope: Scope, receive: Receive, send: Send, caller: Caller, headers: Headers
+    ) -> None:
+        """One JSON-RPC message, read and checked here (``formation.mcp_envelope``), then
+        answered by the SDK through the error scrubber."""
+        try:
+            check_media_types(scope)
+            body = await read_body(receive, headers.get("content-length"))
+            if body is None:
+                return  # the client went away
+            checked = check_message(parse_message(body), self.served)
+        except RpcRefusal as refusal:
+            await refusal.response()(scope, receive, send)
+            return
+        except APIException as error:
+            await _error_response(error)(scope, receive, send)
+            return
+        if not checked.is_request:
+            await Response(status_code=202)(scope, receive, send)
+            return
+        scope = sdk_scope(scope, len(checked.encoded))
+        scope["state"] = {**scope.get("state", {}), CALLER_KEY: caller}
+        # Stateless: a manager per request holds nothing between requests (its task group
+        # lives as long as this one exchange), so no lifespan has to start it. Its body limit
+        # is the checked body's size: the limit that counts was applied to what was sent.
+        manager = StreamableHTTPSessionManager(
+            app=self.server,
+            json_response=True,
+            stateless=True,
+            max_request_body_size=len(checked.encoded),
+        )
+        async with manager.run():
+            await manager.handle_request(
+                scope, replay(checked.encoded, receive), ErrorScrubber(send)
+            )
 
 
 def _app_path(scope: Scope) -> str:

@@ -1,4 +1,8 @@
-"""A JSON parser that turns every malformed body into ``invalid_arguments``."""
+"""Strict JSON for every request body: the REST parser and the MCP endpoint read the same way.
+
+A malformed body is refused with one of the fixed sentences below, never with the decoder's own
+message (which can quote the offending text).
+"""
 
 from __future__ import annotations
 
@@ -35,27 +39,35 @@ def _depth_ok(value: Any, depth: int = 0) -> bool:
     return True
 
 
+def body_too_large(limit: int) -> ParseError:
+    return ParseError(f"The request body is larger than {limit} bytes.")
+
+
+def parse_strict_json(raw: bytes) -> Any:
+    """Strict RFC 8259 JSON of any shape: UTF-8 only, no NaN/Infinity, no repeated keys,
+    bounded nesting. Raises ``ParseError`` with a fixed sentence."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ParseError("The request body is not valid UTF-8.") from error
+    try:
+        data = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+    except (ValueError, RecursionError) as error:
+        raise ParseError("The request body is not valid JSON (or names a key twice).") from error
+    if not _depth_ok(data):
+        raise ParseError("The request body is nested too deeply.")
+    return data
+
+
 class StrictJSONParser(JSONParser):
-    """Strict RFC 8259 JSON: UTF-8 only, no NaN/Infinity, no repeated keys, bounded size and
-    nesting, an object."""
+    """``parse_strict_json`` for DRF, with a bounded size, and the body must be an object."""
 
     def parse(self, stream, media_type=None, parser_context=None):
         limit = settings.MAX_REQUEST_BODY_BYTES
         raw = stream.read(limit + 1) if stream is not None else b""
         if len(raw) > limit:
-            raise ParseError(f"The request body is larger than {limit} bytes.")
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise ParseError("The request body is not valid UTF-8.") from error
-        try:
-            data = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
-        except (ValueError, RecursionError) as error:
-            raise ParseError(
-                "The request body is not valid JSON (or names a key twice)."
-            ) from error
+            raise body_too_large(limit)
+        data = parse_strict_json(raw)
         if not isinstance(data, dict):
             raise ParseError("The request body must be a JSON object.")
-        if not _depth_ok(data):
-            raise ParseError("The request body is nested too deeply.")
         return data

@@ -24,7 +24,7 @@ from rest_framework.fields import empty
 from rest_framework.permissions import BasePermission
 
 from formation.auth import BearerTokenAuthentication, Caller, IsAgentOrRunToken, IsRunToken
-from formation.errors import Unauthenticated
+from formation.errors import ApiError, Unauthenticated
 from formation.fields import Id, StrictSerializer, Timestamp
 from messages_app import tools as message_tools
 from messages_app.serializers import ListMessagesQuery, SearchMessagesQuery
@@ -292,14 +292,34 @@ def caller_for_token(raw_token: str) -> Caller:
     return caller_from_authorization(f"Bearer {raw_token}")
 
 
+def _check_permission(tool: AgentTool, caller: Caller) -> None:
+    """The REST endpoint's permission; raises its ``Forbidden``."""
+    tool.permission().has_permission(SimpleNamespace(user=caller), None)
+
+
+def tools_for(caller: Caller) -> tuple[AgentTool, ...]:
+    """The tools ``caller`` may call (MCP's ``tools/list``): an agent token has no run, so no
+    search_history."""
+    permitted = []
+    for tool in AGENT_TOOLS:
+        try:
+            _check_permission(tool, caller)
+        except ApiError:
+            continue
+        permitted.append(tool)
+    return tuple(permitted)
+
+
 def call_tool(*, caller: Caller, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
     """Run one tool as ``caller``: the REST endpoint's permission, validation and body.
 
+    ``arguments`` are JSON, so they are held to a JSON body's types (``"5"`` is no integer,
+    ``formation.fields.ArgumentInteger``) whichever part of the request REST reads them from.
     Raises ``KeyError`` for an unknown tool and ``ApiError`` / DRF's ``ValidationError`` for
     everything the REST endpoint would answer with an error envelope.
     """
     tool = TOOLS_BY_NAME[name]
-    tool.permission().has_permission(SimpleNamespace(user=caller), None)
+    _check_permission(tool, caller)
     serializer = tool.arguments(data=dict(arguments))
     serializer.is_valid(raise_exception=True)
     return tool.run(caller, serializer)

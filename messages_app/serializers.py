@@ -14,6 +14,7 @@ from rest_framework import serializers
 
 from formation.errors import InvalidArguments
 from formation.fields import (
+    ArgumentInteger,
     Choice,
     Id,
     StrictSerializer,
@@ -306,8 +307,8 @@ class ListMessagesQuery(StrictSerializer):
     a date), or exactly one positional anchor, stored as ``direction`` and ``anchorId``."""
 
     conversationId = Id()
-    limit = serializers.IntegerField(min_value=1, max_value=200, default=50)
-    offset = serializers.IntegerField(min_value=0, max_value=100_000, required=False)
+    limit = ArgumentInteger(min_value=1, max_value=200, default=50)
+    offset = ArgumentInteger(min_value=0, max_value=100_000, required=False)
     beforeDate = Timestamp(required=False)
     # before/after/around are message UUIDs; a legacy non-UUID `before` must be RFC 3339.
     before = Text(required=False, max_length=64)
@@ -348,7 +349,7 @@ class ListMessagesQuery(StrictSerializer):
 class SearchMessagesQuery(StrictSerializer):
     query = Text(max_length=MAX_QUERY_CHARS)
     conversationId = Id(required=False)
-    limit = serializers.IntegerField(min_value=1, max_value=100, default=20)
+    limit = ArgumentInteger(min_value=1, max_value=100, default=20)
 
     def validate_query(self, value: str) -> str:
         if not value.strip():

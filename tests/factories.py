@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.apps import apps
 from django.db import connection
 from rest_framework.test import APIClient
 
@@ -245,6 +246,16 @@ def fill_placeholders_raw(raw: bytes, names: Mapping[str, str]) -> bytes:
     for key, name in names.items():
         raw = raw.replace(b"{" + key.encode() + b"}", name.encode())
     return raw
+
+
+def table_snapshot() -> dict[str, list[str]]:
+    """Every row of every table of the apps, so an update (a run marked finished) shows as well
+    as an insert: a refused request must leave this exactly as it was."""
+    return {
+        model.__name__: sorted(map(repr, model.objects.values_list()))
+        for label in ("messages_app", "search_app", "audit_app")
+        for model in apps.get_app_config(label).get_models()
+    }
 
 
 def refuse_inserts(table: str, message: str, *, name: str = "test_refuse_insert") -> None:

@@ -3,9 +3,14 @@
 Over stdio it is ``manage.py mcp_server --token`` in a subprocess pointed at the test database;
 over HTTP it is ``/mcp`` on pytest-django's live server, serving the production WSGI entry point
 (so /mcp is routed as under gunicorn), and the ASGI entry point in process. Both must list the
-four tools with the schemas of formation/tools.py and answer every call with exactly the REST
-endpoint's body, or its error envelope as a tool error. The subprocess and the server threads
-use their own database connections, so these tests commit their data (``transaction=True``).
+tools the token may call with the schemas of formation/tools.py and answer every call with
+exactly the REST endpoint's body, or its error envelope as a tool error. The subprocess and the
+server threads use their own database connections, so these tests commit their data
+(``transaction=True``).
+
+Then what HTTP refuses: every method but POST, at once on each server (a real gunicorn too);
+malformed requests, whose errors must never quote what was sent (SPEC §9); and tool arguments,
+which hold to JSON types for every argument of every tool, as a REST JSON body does.
 """
 
 from __future__ import annotations
@@ -13,6 +18,10 @@ from __future__ import annotations
 import json
 import sys
 import uuid
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -26,14 +35,25 @@ from django.db import connection, connections
 from django.utils import timezone
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.test import APIClient
 
 from formation.auth import token_digest
+from formation.errors import MethodNotAllowed, api_exception_handler
+from formation.mcp_envelope import MAX_BODY_BYTES, read_body
 from formation.mcp_server import build_server
-from formation.tools import tool_definitions
+from formation.tools import (
+    AGENT_TOOLS,
+    call_tool,
+    caller_for_token,
+    input_schema,
+    tool_definitions,
+)
 from messages_app import services
 from messages_app.models import ApiToken, TokenKind
 from tests import factories
+from tests.test_serving import gunicorn_serving
 
 TOOL_NAMES = ["list_messages", "get_message", "search_messages", "search_history"]
 
@@ -233,17 +253,21 @@ def test_a_token_revoked_mid_session_stops_the_next_call(scene):
         async with Client(build_server(token=scene.agent_token)) as client:
             first = await client.call_tool(*search)
             await anyio.to_thread.run_sync(revoke, scene.agent_token)
-            return [first, await client.call_tool(*search)]
+            second = await client.call_tool(*search)
+            with pytest.raises(MCPError) as listing:
+                await client.list_tools()
+            return [first, second, listing.value.error]
 
     def revoke(raw: str) -> None:
         ApiToken.objects.filter(digest=token_digest(raw)).update(revoked_at=timezone.now())
         connections.close_all()
 
-    first, second = anyio.run(session)
+    first, second, listing = anyio.run(session)
 
     assert not first.is_error
     assert second.is_error
     assert second.structured_content["error"]["code"] == "unauthenticated"
+    assert listing.message == "A valid bearer token is required."
 
 
 @pytest.mark.django_db(transaction=True)
@@ -336,7 +360,466 @@ def test_asgi_entry_point_serves_mcp_too(scene):
 
     names, result = anyio.run(session)
 
-    assert names == TOOL_NAMES
+    assert names == TOOL_NAMES[:3]
     assert result.structured_content == rest_answer(
         scene.agent_token, "get_message", {"messageId": str(scene.message.id)}
     )
+
+
+# --- tools/list: only what the token may call ------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_tools_list_offers_only_the_tools_the_token_may_call(scene):
+    """An agent token has no run, so search_history (which answers it forbidden) is not offered;
+    a run token is offered all four. Over HTTP and over stdio's in-process server alike."""
+    from formation.asgi import application
+
+    transport = httpx2.ASGITransport(app=application)
+
+    async def listed_over_http(token: str) -> list[str]:
+        async with http_client("http://localhost/mcp", token, transport=transport) as client:
+            return [tool.name for tool in (await client.list_tools()).tools]
+
+    async def listed_in_process(token: str) -> list[str]:
+        async with Client(build_server(token=token)) as client:
+            return [tool.name for tool in (await client.list_tools()).tools]
+
+    agent_tools = [name for name in TOOL_NAMES if name != "search_history"]
+    assert anyio.run(listed_over_http, scene.agent_token) == agent_tools
+    assert anyio.run(listed_over_http, scene.run_token) == TOOL_NAMES
+    assert anyio.run(listed_in_process, scene.agent_token) == agent_tools
+    assert anyio.run(listed_in_process, scene.run_token) == TOOL_NAMES
+
+
+# --- only POST, answered at once on every server --------------------------------------------
+
+NOT_POST = ["GET", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS"]
+
+
+def assert_method_not_allowed(response: httpx2.Response, method: str) -> None:
+    """The REST 405 envelope with ``Allow: POST`` (a HEAD answer carries no body)."""
+    assert response.status_code == 405, (method, response.status_code, response.content[:300])
+    assert response.headers["Allow"] == "POST"
+    if method != "HEAD":
+        assert response.headers["Content-Type"] == "application/json"
+        assert response.json() == {
+            "error": {
+                "code": "method_not_allowed",
+                "message": MethodNotAllowed.default_message,
+                "details": {},
+            }
+        }
+
+
+def asgi_request(
+    method: str, headers: Mapping[str, str], content: bytes | None = None, query: str = ""
+) -> Any:
+    """One request to the ASGI entry point's /mcp, given up after 10 s."""
+    from formation.asgi import application
+
+    async def send() -> httpx2.Response:
+        with anyio.fail_after(10):
+            async with httpx2.AsyncClient(
+                transport=httpx2.ASGITransport(app=application), base_url="http://localhost"
+            ) as client:
+                return await client.request(
+                    method, f"/mcp{query}", headers=headers, content=content
+                )
+
+    return anyio.run(send)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("method", NOT_POST)
+@pytest.mark.parametrize("authenticated", [True, False], ids=["token", "no-token"])
+def test_asgi_answers_every_method_but_post_with_405_before_authentication(
+    scene, method, authenticated
+):
+    headers = {"Authorization": f"Bearer {scene.agent_token}"} if authenticated else {}
+    assert_method_not_allowed(asgi_request(method, headers), method)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("method", NOT_POST)
+def test_wsgiref_answers_every_method_but_post_with_405(scene, mcp_url, method):
+    """runserver's server (wsgiref, as live_server runs it): a GET used to reach the SDK's
+    stream, whose hop-by-hop header wsgiref refuses with a plain-text 500."""
+    headers = {"Authorization": f"Bearer {scene.agent_token}"}
+    response = httpx2.request(method, mcp_url, headers=headers, timeout=10)
+    assert_method_not_allowed(response, method)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_gunicorn_answers_get_at_once_and_stays_available(scene):
+    """Under gunicorn (2 workers x 4 threads) a GET used to open a stream that never ended;
+    eight of them stopped the whole API. Now twelve at once are 405 within the timeout, and
+    the probes and POST still answer."""
+    headers = {"Authorization": f"Bearer {scene.agent_token}"}
+    methods = ["GET"] * 8 + ["DELETE", "PUT", "HEAD", "OPTIONS"]
+
+    def send(base_url: str, method: str) -> httpx2.Response:
+        return httpx2.request(method, f"{base_url}/mcp", headers=headers, timeout=10)
+
+    with gunicorn_serving(DATABASE_URL=subprocess_database_url()) as base_url:
+        with ThreadPoolExecutor(max_workers=len(methods)) as pool:
+            responses = list(pool.map(partial(send, base_url), methods))
+        for response, method in zip(responses, methods, strict=True):
+            assert_method_not_allowed(response, method)
+        assert httpx2.get(f"{base_url}/healthz", timeout=5).status_code == 200
+        listed = httpx2.post(
+            f"{base_url}/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            headers={**headers, "Accept": "application/json, text/event-stream"},
+            timeout=10,
+        )
+    assert listed.status_code == 200
+    assert [tool["name"] for tool in listed.json()["result"]["tools"]] == TOOL_NAMES[:3]
+
+
+# --- what an MCP error may say: never a request value (SPEC §9) ------------------------------
+
+CANARY = "canarymcp"
+ACCEPT = "application/json, text/event-stream"
+MODERN = "2026-07-28"
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def rpc(method: Any = "tools/call", params: Any = None, **members: Any) -> bytes:
+    """A JSON-RPC request body; ``members`` override or add top-level members."""
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": method}
+    if params is not None:
+        message["params"] = params
+    return json.dumps({**message, **members}).encode()
+
+
+def call(tool: str, arguments: Any, **params: Any) -> bytes:
+    return rpc("tools/call", {"name": tool, "arguments": arguments, **params})
+
+
+def modern(method: str, **headers: str) -> dict[str, str]:
+    return {"mcp-protocol-version": MODERN, "mcp-method": method, **headers}
+
+
+def with_canary_in_query(text: bytes) -> bytes:
+    """``call("search_messages", {"query": CANARY})`` with ``text`` before the canary."""
+    return call("search_messages", {"query": CANARY}).replace(CANARY.encode(), text + b"canary")
+
+
+def nested(depth: int) -> Any:
+    value: Any = CANARY
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A request carrying ``CANARY`` and its answer. ``kind`` is ``rpc`` (a JSON-RPC error),
+    ``rest`` (the REST envelope, for HTTP-level refusals) or ``tool`` (a tool error, whose
+    content is the REST envelope)."""
+
+    body: bytes
+    kind: str
+    code: int | str
+    status: int
+    headers: Mapping[str, str] = field(default_factory=dict)
+    method: str = "POST"
+    token: str = "run"
+
+
+SEARCH = call("search_messages", {"query": CANARY})
+REFUSED = {
+    # The issue's two: the SDK answered both with pydantic's message quoting the request.
+    "jsonrpc-1.0": Refused(SEARCH.replace(b'"2.0"', b'"1.0"'), "rpc", -32600, 400),
+    "no-method": Refused(
+        json.dumps({"jsonrpc": "2.0", "id": 1, "params": {"name": CANARY}}).encode(),
+        "rpc",
+        -32600,
+        400,
+    ),
+    "method-not-a-string": Refused(rpc([CANARY]), "rpc", -32600, 400),
+    "unknown-method": Refused(rpc(CANARY), "rpc", -32601, 404),
+    "unknown-tool": Refused(call(CANARY, {}), "rpc", -32602, 400),
+    "tool-name-not-a-string": Refused(rpc(params={"name": {"x": CANARY}}), "rpc", -32602, 400),
+    "params-a-list": Refused(rpc("tools/list", [CANARY]), "rpc", -32602, 400),
+    "arguments-a-string": Refused(call("search_messages", CANARY), "rpc", -32602, 400),
+    "initialize-params": Refused(
+        rpc("initialize", {"protocolVersion": CANARY}), "rpc", -32602, 400
+    ),
+    "list-params": Refused(rpc("tools/list", {"cursor": [CANARY]}), "rpc", -32602, 400),
+    "call-params": Refused(call("search_messages", {}, task=CANARY), "rpc", -32602, 400),
+    "id-an-object": Refused(rpc("tools/list", id={"x": CANARY}), "rpc", -32600, 400),
+    "id-too-long": Refused(rpc("tools/list", id=CANARY * 30), "rpc", -32600, 400),
+    "id-a-fraction": Refused(rpc("tools/list", {"x": CANARY}, id=1.5), "rpc", -32600, 400),
+    "id-null": Refused(rpc("tools/list", {"x": CANARY}, id=None), "rpc", -32600, 400),
+    "batch": Refused(b"[" + SEARCH + b"]", "rpc", -32600, 400),
+    "a-response": Refused(
+        json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"x": CANARY}}).encode(),
+        "rpc",
+        -32600,
+        400,
+    ),
+    "extra-member": Refused(rpc("tools/list", extra=CANARY), "rpc", -32600, 400),
+    "lone-surrogate": Refused(with_canary_in_query(b"\\ud800"), "rpc", -32600, 400),
+    # Strict JSON, by the REST parser's rules and sentences.
+    "not-json": Refused(b'{"jsonrpc": "2.0", ' + CANARY.encode(), "rpc", -32700, 400),
+    "duplicate-key": Refused(SEARCH.replace(b'"id": 1', b'"id": 1, "id": 2'), "rpc", -32700, 400),
+    "nan": Refused(
+        call("search_messages", {"query": CANARY, "limit": 1}).replace(b"1}", b"NaN}"),
+        "rpc",
+        -32700,
+        400,
+    ),
+    "invalid-utf8": Refused(with_canary_in_query(b"\xff"), "rpc", -32700, 400),
+    "too-deep": Refused(call("search_messages", {"query": nested(40)}), "rpc", -32700, 400),
+    # HTTP-level refusals, before any JSON-RPC: the REST envelope.
+    "too-large": Refused(
+        call("search_messages", {"query": CANARY * 120_000}), "rest", "invalid_arguments", 400
+    ),
+    "content-type": Refused(
+        SEARCH, "rest", "invalid_arguments", 400, headers={"content-type": f"text/{CANARY}"}
+    ),
+    "accept": Refused(
+        SEARCH, "rest", "invalid_arguments", 400, headers={"accept": f"text/{CANARY}"}
+    ),
+    "get": Refused(b"", "rest", "method_not_allowed", 405, method="GET"),
+    # Tool arguments: REST's validation, answered as a tool error.
+    "limit-a-string": Refused(
+        call("search_messages", {"query": CANARY, "limit": "5"}), "tool", "invalid_arguments", 200
+    ),
+    "limit-a-canary": Refused(
+        call("search_messages", {"query": "x", "limit": CANARY}), "tool", "invalid_arguments", 200
+    ),
+    "query-too-long": Refused(
+        call("search_messages", {"query": CANARY * 60}), "tool", "invalid_arguments", 200
+    ),
+    "conversation-id": Refused(
+        call("list_messages", {"conversationId": CANARY}), "tool", "invalid_arguments", 200
+    ),
+    "message-id": Refused(
+        call("get_message", {"messageId": CANARY}), "tool", "invalid_arguments", 200
+    ),
+    "speaker": Refused(
+        call("search_history", {"query": "plan", "speaker": CANARY}),
+        "tool",
+        "invalid_arguments",
+        200,
+    ),
+    "history-with-an-agent-token": Refused(
+        call("search_history", {"query": CANARY}), "tool", "forbidden", 200, token="agent"
+    ),
+    # The 2026-07-28 envelope is the SDK's to check: its errors are scrubbed on the way out.
+    "modern-version": Refused(
+        rpc(
+            "tools/list",
+            {"_meta": {**MODERN_META, "io.modelcontextprotocol/protocolVersion": CANARY}},
+        ),
+        "rpc",
+        -32022,
+        400,
+        headers=modern("tools/list", **{"mcp-protocol-version": CANARY}),
+    ),
+    "modern-method-header": Refused(
+        rpc("tools/list", {"_meta": MODERN_META}), "rpc", -32020, 400, headers=modern(CANARY)
+    ),
+    "modern-name-header": Refused(
+        call("search_messages", {"query": "x"}, _meta=MODERN_META),
+        "rpc",
+        -32020,
+        400,
+        headers=modern("tools/call", **{"mcp-name": CANARY}),
+    ),
+    "modern-capabilities": Refused(
+        rpc(
+            "tools/list",
+            {"_meta": {**MODERN_META, "io.modelcontextprotocol/clientCapabilities": CANARY}},
+        ),
+        "rpc",
+        -32602,
+        400,
+        headers=modern("tools/list"),
+    ),
+    "modern-initialize": Refused(
+        rpc(
+            "initialize",
+            {
+                "_meta": MODERN_META,
+                "protocolVersion": CANARY,
+                "capabilities": {},
+                "clientInfo": {"name": CANARY, "version": "1"},
+            },
+        ),
+        "rpc",
+        -32601,
+        404,
+        headers=modern("initialize"),
+    ),
+}
+
+
+def assert_refused_as(response: httpx2.Response, expected: Refused) -> None:
+    assert response.status_code == expected.status, (response.status_code, response.text[:300])
+    assert response.headers["Content-Type"] == "application/json"
+    body = response.json()
+    if expected.kind == "rest":
+        assert set(body) == {"error"}
+        assert set(body["error"]) == {"code", "message", "details"}
+        assert body["error"]["code"] == expected.code
+        return
+    assert body["jsonrpc"] == "2.0"
+    if expected.kind == "rpc":
+        assert set(body) == {"jsonrpc", "id", "error"}
+        assert body["error"]["code"] == expected.code
+        assert isinstance(body["error"]["message"], str)
+        return
+    result = body["result"]
+    assert result["isError"] is True
+    assert result["structuredContent"]["error"]["code"] == expected.code
+    assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("case", REFUSED.values(), ids=REFUSED.keys())
+def test_no_mcp_error_echoes_the_request_and_none_changes_a_table(scene, case):
+    token = scene.run_token if case.token == "run" else scene.agent_token
+    headers = {
+        "authorization": f"Bearer {token}",
+        "content-type": "application/json",
+        "accept": ACCEPT,
+        **case.headers,
+    }
+    query = f"?query={CANARY}" if case.method == "GET" else ""
+    before = factories.table_snapshot()
+
+    response = asgi_request(case.method, headers, case.body or None, query=query)
+
+    assert CANARY.encode() not in response.content, response.content[:300]
+    assert_refused_as(response, case)
+    assert factories.table_snapshot() == before
+
+
+# --- one validation for both transports ------------------------------------------------------
+
+# One value of each JSON type, for arguments declared as another.
+VALUE_OF_TYPE = {
+    "string": "5",
+    "integer": 5,
+    "number": 5.5,
+    "boolean": True,
+    "array": ["5"],
+    "object": {"value": 5},
+    "null": None,
+}
+
+
+def wrong_types(schema: Mapping[str, Any]) -> list[str]:
+    """The JSON types an argument's schema does not allow (an integer is no ``number`` 5.5)."""
+    declared = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+    return [json_type for json_type in VALUE_OF_TYPE if json_type not in declared]
+
+
+WRONG_TYPES = [
+    (tool.name, argument, json_type)
+    for tool in AGENT_TOOLS
+    for argument, schema in input_schema(tool)["properties"].items()
+    for json_type in wrong_types(schema)
+]
+
+
+def valid_arguments(scene: Scene, world) -> dict[str, dict[str, Any]]:
+    return {
+        "list_messages": {"conversationId": str(world.public.id)},
+        "get_message": {"messageId": str(scene.message.id)},
+        "search_messages": {"query": "migration"},
+        "search_history": {"query": "migration"},
+    }
+
+
+def test_the_type_table_covers_every_argument_of_every_tool():
+    covered = {(tool, argument) for tool, argument, _ in WRONG_TYPES}
+    declared = {(t.name, name) for t in AGENT_TOOLS for name in input_schema(t)["properties"]}
+    assert covered == declared
+    assert ("search_messages", "limit", "string") in WRONG_TYPES
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("tool", "argument", "json_type"), WRONG_TYPES, ids=["-".join(case) for case in WRONG_TYPES]
+)
+def test_a_tool_argument_of_the_wrong_json_type_is_invalid_arguments(
+    scene, world, tool, argument, json_type
+):
+    """MCP arguments are JSON, so JSON types hold as in any REST JSON body, for every argument
+    of every tool: ``"limit": "5"`` is refused although ``?limit=5`` is how REST reads it."""
+    caller = caller_for_token(scene.run_token)
+    arguments = {**valid_arguments(scene, world)[tool], argument: VALUE_OF_TYPE[json_type]}
+    assert call_tool(caller=caller, name=tool, arguments=valid_arguments(scene, world)[tool])
+
+    with pytest.raises(ValidationError) as refused:
+        call_tool(caller=caller, name=tool, arguments=arguments)
+
+    error = api_exception_handler(refused.value, {}).data["error"]
+    assert error["code"] == "invalid_arguments"
+    assert list(error["details"]["fields"]) == [argument]
+
+
+@pytest.mark.django_db
+def test_a_query_string_still_reads_its_numbers_as_text(world):
+    """The same serializers validate REST's query strings, where every value is text."""
+    response = world.agent_api.get("/api/v1/messages/search", {"query": "x", "limit": "5"})
+    assert response.status_code == 200
+    assert response.json()["limit"] == 5
+    refused = world.agent_api.get("/api/v1/messages/search", {"query": "x", "limit": "five"})
+    assert refused.status_code == 400
+    assert list(refused.json()["error"]["details"]["fields"]) == ["limit"]
+
+
+def body_stream(chunks: list[bytes]) -> Any:
+    """An ASGI ``receive`` sending ``chunks`` without a Content-Length (chunked encoding)."""
+    events = [
+        {"type": "http.request", "body": chunk, "more_body": index < len(chunks) - 1}
+        for index, chunk in enumerate(chunks)
+    ]
+
+    async def receive() -> dict[str, Any]:
+        return events.pop(0)
+
+    return receive
+
+
+def test_a_body_over_the_limit_is_refused_while_it_is_read_without_a_content_length():
+    chunk = b"x" * (64 * 1024)
+    whole = anyio.run(read_body, body_stream([chunk] * 16), None)
+    assert len(whole) == MAX_BODY_BYTES
+
+    with pytest.raises(ParseError) as refused:
+        anyio.run(read_body, body_stream([chunk] * 17), None)
+    assert str(refused.value.detail) == f"The request body is larger than {MAX_BODY_BYTES} bytes."
+
+
+def test_a_declared_length_over_the_limit_is_refused_before_a_byte_is_read():
+    async def receive() -> dict[str, Any]:
+        raise AssertionError("the body was read")
+
+    with pytest.raises(ParseError):
+        anyio.run(read_body, receive, str(MAX_BODY_BYTES + 1))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_mcp_and_rest_refuse_a_body_with_the_same_sentence(scene):
+    """One parser for both: a repeated key is refused by REST's sentence over MCP too."""
+    raw = b'{"query": "plan", "query": "other"}'
+    rest = factories.bearer_client(scene.run_token).generic(
+        "POST", "/api/v1/history/search", raw, content_type="application/json"
+    )
+    mcp = asgi_request(
+        "POST",
+        {"authorization": f"Bearer {scene.run_token}", "content-type": "application/json"},
+        call("search_history", {}).replace(b"{}", raw),
+    )
+    assert rest.status_code == mcp.status_code == 400
+    assert mcp.json()["error"]["message"] == rest.json()["error"]["message"]

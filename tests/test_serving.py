@@ -3,6 +3,7 @@ configuration and ``check --deploy``.
 
 Settings-level cases run in a fresh interpreter with the real ``formation.settings`` (as in
 tests/test_settings.py), against a dummy DATABASE_URL that nothing connects to.
+``gunicorn_serving`` starts a real gunicorn for tests that must see it answer (tests/test_mcp.py).
 """
 
 from __future__ import annotations
@@ -11,12 +12,18 @@ import importlib
 import json
 import os
 import secrets
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import urllib.request
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 import pytest
 from django.conf import settings as django_settings
@@ -30,6 +37,7 @@ from messages_app import selectors
 from tests import factories
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
+GUNICORN_CONFIG = "python:formation.gunicorn_conf"
 DUMMY_DATABASE_URL = "postgresql://nobody@localhost:1/nothing"
 PRODUCTION_ENV = {
     "SECRET_KEY": "a-long-random-test-only-value-0123456789abcdefghij",
@@ -38,8 +46,9 @@ PRODUCTION_ENV = {
 }
 
 
-def run_python(args: list[str], **overrides: str | None) -> subprocess.CompletedProcess[str]:
-    """``python <args>`` in the project with the production environment plus ``overrides``."""
+def production_env(**overrides: str | None) -> dict[str, str]:
+    """This process's environment with the production settings' variables, plus ``overrides``
+    (``None`` removes one)."""
     env = {
         key: value
         for key, value in os.environ.items()
@@ -52,10 +61,15 @@ def run_python(args: list[str], **overrides: str | None) -> subprocess.Completed
             env.pop(key, None)
         else:
             env[key] = value
+    return env
+
+
+def run_python(args: list[str], **overrides: str | None) -> subprocess.CompletedProcess[str]:
+    """``python <args>`` in the project with the production environment plus ``overrides``."""
     return subprocess.run(
         [sys.executable, *args],
         cwd=PROJECT_DIR,
-        env=env,
+        env=production_env(**overrides),
         capture_output=True,
         text=True,
         timeout=120,
@@ -354,10 +368,56 @@ def test_gunicorn_accepts_the_longest_valid_query_string():
     assert len(line.encode()) <= gunicorn_conf.limit_request_line
 
 
+@contextmanager
+def gunicorn_serving(**overrides: str) -> Iterator[str]:
+    """A real gunicorn with ``formation/gunicorn_conf.py`` on a free loopback port, in the
+    production environment plus ``overrides``: yields its base URL once ``/readyz`` answers, and
+    stops it by its process id."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = production_env(
+        GUNICORN_BIND=f"127.0.0.1:{port}", ALLOWED_HOSTS="127.0.0.1", LOG_LEVEL="WARNING"
+    )
+    env.update(overrides)
+    url = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(
+            [str(Path(sys.executable).with_name("gunicorn")), "--config", GUNICORN_CONFIG],
+            cwd=PROJECT_DIR,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            _wait_until_ready(url, process, log)
+            yield url
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _wait_until_ready(url: str, process: subprocess.Popen, log: IO[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            with urllib.request.urlopen(f"{url}/readyz", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    log.seek(0)
+    raise AssertionError(f"gunicorn did not become ready: {log.read()[-2000:]!r}")
+
+
 def test_gunicorn_loads_the_application_with_this_configuration():
     gunicorn = Path(sys.executable).with_name("gunicorn")
     result = run_python(
-        [str(gunicorn), "--check-config", "--config", "python:formation.gunicorn_conf"],
+        [str(gunicorn), "--check-config", "--config", GUNICORN_CONFIG],
         ALLOWED_HOSTS="formation.example.com",
     )
     assert result.returncode == 0, result.stderr
