@@ -1,8 +1,9 @@
 """Settings, all read from the environment with safe production defaults.
 
-DEBUG is off unless DEBUG=1; with DEBUG off the service refuses to start without SECRET_KEY.
-With DATABASE_URL unset the project starts its own private PostgreSQL cluster
-(formation/embedded_postgres.py), so a new developer needs only Python and PostgreSQL.
+DEBUG is off unless DEBUG=1; with DEBUG off the service refuses to start without SECRET_KEY and
+SEARCH_AUDIT_KEYS. With DATABASE_URL unset the project starts its own private PostgreSQL cluster
+(formation/embedded_postgres.py), so a new developer needs only Python and PostgreSQL; manage.py
+then turns DEBUG on by default (see its docstring), while formation/wsgi.py never does.
 """
 
 import os

@@ -1,4 +1,5 @@
-"""Production settings refuse to start without SECRET_KEY unless DEBUG=1 (formation/settings.py).
+"""Production settings refuse to start without SECRET_KEY unless DEBUG=1 (formation/settings.py);
+manage.py on the embedded cluster runs with make run's development defaults (manage.py).
 
 Each case runs ``manage.py check`` in a fresh interpreter with the real ``formation.settings``
 (not the test settings, which supply a key). DATABASE_URL is set to a dummy server so no
@@ -7,6 +8,7 @@ embedded cluster is started; ``check`` does not connect to the database.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -94,4 +96,74 @@ def test_check_refuses_to_start_without_valid_audit_keys(keys):
     )
     assert result.returncode != 0
     assert "SEARCH_AUDIT_KEYS" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# --- the embedded default: manage.py runs as make run does, serving still needs secrets ------
+
+SECRETS = {"SECRET_KEY", "SEARCH_AUDIT_KEYS", "DEBUG", "DATABASE_URL", "DJANGO_SETTINGS_MODULE"}
+
+
+def on_the_embedded_default(args: list[str], **overrides: str) -> subprocess.CompletedProcess[str]:
+    """``python <args>`` with DATABASE_URL unset (the embedded cluster) and no secrets at all."""
+    env = {key: value for key, value in os.environ.items() if key not in SECRETS}
+    env.update(overrides)
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=PROJECT_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("style", ["openai", "anthropic", "mcp"])
+def test_export_tools_runs_as_documented_on_the_embedded_default(style):
+    result = on_the_embedded_default(["manage.py", "export_tools", "--format", style])
+    assert result.returncode == 0, result.stderr
+    assert len(json.loads(result.stdout)) == 4
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["check"], ["audit_digest", "migration plan"], ["showmigrations", "--list", "audit_app"]],
+    ids=["check", "audit_digest", "showmigrations"],
+)
+def test_local_management_commands_run_on_the_embedded_default(command):
+    result = on_the_embedded_default(["manage.py", *command])
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_manage_py_on_the_embedded_default_uses_make_runs_development_settings():
+    show = "from django.conf import settings as s; print(s.DEBUG, s.SEARCH_AUDIT_KEYS[0][0])"
+    result = on_the_embedded_default(["manage.py", "shell", "-v", "0", "-c", show])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "dev"]
+
+
+def test_an_explicit_debug_0_still_refuses_on_the_embedded_default():
+    result = on_the_embedded_default(["manage.py", "check"], DEBUG="0")
+    assert result.returncode != 0
+    assert "SECRET_KEY" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("overrides", "missing"),
+    [({}, "SECRET_KEY"), ({"SECRET_KEY": "a-long-random-test-only-value-0123456789abc"}, "AUDIT")],
+    ids=["no-secret-key", "no-audit-keys"],
+)
+@pytest.mark.parametrize(
+    "entry",
+    [["-c", "import formation.wsgi"], ["-m", "gunicorn", "--check-config", "formation.wsgi"]],
+    ids=["wsgi", "gunicorn"],
+)
+def test_serving_refuses_without_secrets_even_on_the_embedded_default(entry, overrides, missing):
+    """Only manage.py gets development defaults: what serves HTTP keeps the production rules."""
+    result = on_the_embedded_default(entry, **overrides)
+    assert result.returncode != 0
+    assert missing in result.stderr
     assert "Traceback" not in result.stderr
