@@ -73,6 +73,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    # Swagger UI's JavaScript, CSS and favicon, served as our own static files.
+    "drf_spectacular_sidecar",
     "messages_app",
     "search_app",
     "audit_app",
@@ -246,9 +248,12 @@ SPECTACULAR_SETTINGS = {
     ],
     # PATCH /messages/{id} requires its one field: no "Patched" all-optional component.
     "COMPONENT_SPLIT_PATCH": False,
-    # Swagger UI's assets come from the CDN (the schema itself is local); pinned to a major.
-    "SWAGGER_UI_DIST": "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5",
-    "SWAGGER_UI_FAVICON_HREF": "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/favicon-32x32.png",
+    # Swagger UI is served from our static files (drf-spectacular-sidecar), so /api/docs/ works
+    # offline and names no other host; validatorUrl None keeps Swagger UI from sending the
+    # schema's address to validator.swagger.io for its badge.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
 }
 
 # Keys for the search audit's query digests (SPEC §7): "id:secret" pairs, comma-separated, the
