@@ -102,7 +102,7 @@ ROOT_URLCONF = "formation.urls"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
+        "DIRS": [BASE_DIR / "formation" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
