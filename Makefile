@@ -20,8 +20,8 @@ install: $(BIN)/.installed
 
 run: install
 	DEBUG=1 $(BIN)/python manage.py migrate --noinput
-	DEBUG=1 $(BIN)/python manage.py load_demo
-	@echo "Serving the API on http://$(HOST):$(PORT)/api/v1/ and the admin on http://$(HOST):$(PORT)/admin/"
+	DEBUG=1 $(BIN)/python manage.py load_demo --base-url http://$(HOST):$(PORT)
+	@echo "Serving http://$(HOST):$(PORT)/ (API /api/v1/, Swagger UI /api/docs/, admin /admin/); Ctrl-C stops it, make db-stop stops PostgreSQL"
 	DEBUG=1 $(BIN)/python manage.py runserver $(HOST):$(PORT)
 
 # Production serving: needs the production environment (SECRET_KEY, SEARCH_AUDIT_KEYS,
