@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 TEST_SETTINGS := DJANGO_SETTINGS_MODULE=formation.settings_test
 
-.PHONY: install run serve test lint format db-start db-stop db-status
+.PHONY: install run serve test test-steps lint format db-start db-stop db-status
 
 $(BIN)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed: run make with PYTHON=/path/to/python3.11")'
@@ -31,7 +31,11 @@ serve: install
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	GUNICORN_BIND="$${GUNICORN_BIND:-$(HOST):$(PORT)}" $(BIN)/gunicorn --config python:formation.gunicorn_conf
 
+# The steps run with the embedded cluster up; it is stopped after them if it was not running.
 test: install
+	$(BIN)/python -m formation.embedded_postgres run -- $(MAKE) --no-print-directory test-steps
+
+test-steps:
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(TEST_SETTINGS) $(BIN)/python manage.py makemigrations --check --dry-run
