@@ -3,10 +3,11 @@
 
 With ``DATABASE_URL`` unset, ``manage.py`` runs with the development defaults ``make run`` uses
 (``DEBUG=1``, and so the development ``SECRET_KEY`` and audit key): the database is then the
-embedded cluster, which only ever listens on a private Unix socket in the project folder, so
-there is no real data and no network peer to protect. Everything else keeps the production
-rules: ``formation/wsgi.py`` (gunicorn) and any command with ``DATABASE_URL`` set refuse to
-start without ``SECRET_KEY`` and ``SEARCH_AUDIT_KEYS``, and an explicit ``DEBUG=0`` wins here too.
+embedded cluster, which only ever listens on a private Unix socket in the project folder: a
+development database by construction, which nothing outside the machine can reach. Everything
+else keeps the production rules: ``formation/wsgi.py`` (gunicorn) and any command with
+``DATABASE_URL`` set refuse to start without ``SECRET_KEY`` and ``SEARCH_AUDIT_KEYS``, and an
+explicit ``DEBUG=0`` wins here too.
 """
 
 import os
