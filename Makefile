@@ -25,7 +25,7 @@ run: install
 	DEBUG=1 $(BIN)/python manage.py runserver $(HOST):$(PORT)
 
 # Production serving: needs the production environment (SECRET_KEY, SEARCH_AUDIT_KEYS,
-# ALLOWED_HOSTS, ...; see the README). GUNICORN_BIND defaults to HOST:PORT.
+# ALLOWED_HOSTS, ...; see docs/operations.md). GUNICORN_BIND defaults to HOST:PORT.
 serve: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
