@@ -25,10 +25,11 @@ run: install
 	DEBUG=1 $(BIN)/python manage.py runserver $(HOST):$(PORT)
 
 # Production serving: needs the production environment (SECRET_KEY, SEARCH_AUDIT_KEYS,
-# ALLOWED_HOSTS, ...; see docs/operations.md). GUNICORN_BIND defaults to HOST:PORT.
+# ALLOWED_HOSTS, ...; see docs/operations.md). GUNICORN_BIND defaults to HOST:PORT. DEBUG=0
+# unless set: manage.py's development default must not let migrate pass without the secrets.
 serve: install
-	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
+	DEBUG=$${DEBUG:-0} $(BIN)/python manage.py migrate --noinput
+	DEBUG=$${DEBUG:-0} $(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	GUNICORN_BIND="$${GUNICORN_BIND:-$(HOST):$(PORT)}" $(BIN)/gunicorn --config python:formation.gunicorn_conf
 
 # The steps run with the embedded cluster up; it is stopped after them if it was not running.
