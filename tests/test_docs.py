@@ -20,7 +20,7 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from tests.messages_app.test_commands import exported
+from tests.helpers import exported
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 DOCUMENTS = [

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from formation import embedded_postgres
+from tests.helpers import project_python
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
@@ -141,20 +142,10 @@ manage.main()
 
 
 def test_manage_py_without_postgres_prints_one_sentence_and_no_traceback():
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in {"DATABASE_URL", "DJANGO_SETTINGS_MODULE", "FORMATION_PG_BINDIR"}
-    }
-    env["SECRET_KEY"] = "test-only-secret-key-for-a-subprocess"
-    result = subprocess.run(
-        [sys.executable, "-c", NO_POSTGRES_CHILD],
-        cwd=PROJECT_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    result = project_python(
+        ["-c", NO_POSTGRES_CHILD],
+        without={"DATABASE_URL", "DJANGO_SETTINGS_MODULE", "FORMATION_PG_BINDIR"},
+        SECRET_KEY="test-only-secret-key-for-a-subprocess",
     )
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
@@ -225,15 +216,11 @@ sys.exit(e.main(["embedded_postgres", *sys.argv[2:]]))
 
 
 def other_project(folder: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    base = {key: value for key, value in os.environ.items() if key != "DATABASE_URL"}
-    return subprocess.run(
-        [sys.executable, "-c", OTHER_PROJECT_CHILD, str(folder), *args],
-        cwd=PROJECT_DIR,
-        env={**base, **env},
-        capture_output=True,
-        text=True,
+    return project_python(
+        ["-c", OTHER_PROJECT_CHILD, str(folder), *args],
+        without={"DATABASE_URL"},
         timeout=180,
-        check=False,
+        **env,
     )
 
 

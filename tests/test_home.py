@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.api.test_openapi import References
+from tests.helpers import References
 
 
 @pytest.mark.parametrize("debug", [False, True])

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import secrets
 import subprocess
 import sys
@@ -28,6 +27,7 @@ import formation.settings as production_settings
 from formation import db_timeouts, errors
 from messages_app import selectors
 from tests import factories
+from tests.helpers import project_python
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 DUMMY_DATABASE_URL = "postgresql://nobody@localhost:1/nothing"
@@ -40,26 +40,11 @@ PRODUCTION_ENV = {
 
 def run_python(args: list[str], **overrides: str | None) -> subprocess.CompletedProcess[str]:
     """``python <args>`` in the project with the production environment plus ``overrides``."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("DATABASE_", "API_STATEMENT", "RATE_LIMIT", "SECURE_", "CONN_"))
-        and key not in {"SECRET_KEY", "DEBUG", "DJANGO_SETTINGS_MODULE", "SEARCH_AUDIT_KEYS"}
-    }
-    env.update(PRODUCTION_ENV)
-    for key, value in overrides.items():
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[key] = value
-    return subprocess.run(
-        [sys.executable, *args],
-        cwd=PROJECT_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    return project_python(
+        args,
+        without={"SECRET_KEY", "DEBUG", "DJANGO_SETTINGS_MODULE", "SEARCH_AUDIT_KEYS"},
+        prefixes=("DATABASE_", "API_STATEMENT", "RATE_LIMIT", "SECURE_", "CONN_"),
+        **{**PRODUCTION_ENV, **overrides},
     )
 
 

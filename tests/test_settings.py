@@ -9,37 +9,20 @@ embedded cluster is started; ``check`` does not connect to the database.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+from tests.helpers import project_python
+
 DUMMY_DATABASE_URL = "postgresql://nobody@localhost:1/nothing"
 
 
 def manage_check(**overrides: str | None) -> subprocess.CompletedProcess[str]:
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in {"SECRET_KEY", "DEBUG", "DJANGO_SETTINGS_MODULE"}
-    }
-    env["DATABASE_URL"] = DUMMY_DATABASE_URL
-    for key, value in overrides.items():
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[key] = value
-    return subprocess.run(
-        [sys.executable, "manage.py", "check"],
-        cwd=PROJECT_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    return project_python(
+        ["manage.py", "check"],
+        without={"SECRET_KEY", "DEBUG", "DJANGO_SETTINGS_MODULE"},
+        **{"DATABASE_URL": DUMMY_DATABASE_URL, **overrides},
     )
 
 
@@ -106,17 +89,7 @@ SECRETS = {"SECRET_KEY", "SEARCH_AUDIT_KEYS", "DEBUG", "DATABASE_URL", "DJANGO_S
 
 def on_the_embedded_default(args: list[str], **overrides: str) -> subprocess.CompletedProcess[str]:
     """``python <args>`` with DATABASE_URL unset (the embedded cluster) and no secrets at all."""
-    env = {key: value for key, value in os.environ.items() if key not in SECRETS}
-    env.update(overrides)
-    return subprocess.run(
-        [sys.executable, *args],
-        cwd=PROJECT_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return project_python(args, without=SECRETS, **overrides)
 
 
 @pytest.mark.parametrize("style", ["openai", "anthropic", "mcp"])

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -23,6 +22,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 import formation.settings as production_settings
 from formation.openapi import SchemaView
 from formation.tools import TOOLS_BY_NAME, input_schema
+from tests.helpers import References
 
 HTTP_METHODS = ("get", "post", "put", "patch", "delete")
 CODES = {
@@ -238,17 +238,6 @@ def test_schema_and_docs_are_public(db, client, headers):
     assert schema.json()["openapi"].startswith("3.")
     assert docs.status_code == 200
     assert b"/api/schema/" in docs.content
-
-
-class References(HTMLParser):
-    """Every ``src`` and ``href`` of a page."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.found: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.found.extend(value or "" for name, value in attrs if name in {"src", "href"})
 
 
 def test_the_docs_page_references_no_other_host_and_serves_its_assets(db, settings, tmp_path):

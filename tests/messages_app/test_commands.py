@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import subprocess
 import uuid
 
 import pytest
@@ -14,6 +13,7 @@ from django.core.management.base import CommandError
 
 from messages_app.models import ApiToken, Run, Workspace
 from tests import factories
+from tests.helpers import exported
 
 
 def run(*args: str) -> str:
@@ -139,17 +139,6 @@ def load_demo(*args: str) -> str:
     out = io.StringIO()
     call_command("load_demo", *args, stdout=out)
     return out.getvalue()
-
-
-def exported(output: str) -> dict[str, str]:
-    """The variables a shell gets from pasting ``output``'s lines (run by a real ``sh``)."""
-    names = ["FORMATION_URL", "SERVICE_TOKEN", "AGENT_ID", "AGENT_TOKEN", "RUN_ID", "RUN_TOKEN"]
-    pasted = "\n".join(line for line in output.splitlines() if line.startswith(("export ", "#")))
-    script = pasted + "\n" + " ".join(f'printf "%s\\n" "${name}";' for name in names)
-    result = subprocess.run(
-        ["sh", "-c", script], capture_output=True, text=True, check=True, timeout=10
-    )
-    return dict(zip(names, result.stdout.splitlines(), strict=True))
 
 
 @pytest.mark.django_db
