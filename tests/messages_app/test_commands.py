@@ -153,7 +153,9 @@ def test_load_demo_prints_export_lines_a_shell_can_paste(settings):
     assert str(run.agent_id) == values["AGENT_ID"]
 
 
-@pytest.mark.parametrize("url", ["localhost:8000", "ftp://x", "http://a b"])
+@pytest.mark.parametrize(
+    "url", ["localhost:8000", "ftp://x", "http://a b", "http://x;id", "http://x/$(id)", "http://x'"]
+)
 def test_load_demo_refuses_a_base_url_that_is_not_http(settings, url):
     settings.DEBUG = True
     with pytest.raises(CommandError, match="--base-url"):

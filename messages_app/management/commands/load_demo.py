@@ -1,3 +1,4 @@
+import re
 import secrets
 
 from django.conf import settings
@@ -5,6 +6,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from messages_app.demo import demo_tokens_issue, demo_workspace_load
+
+SAFE_BASE_URL = re.compile(r"https?://[\w.\-:\[\]]+(?:/[\w.\-/]*)?")
 
 
 class Command(BaseCommand):
@@ -28,7 +31,8 @@ class Command(BaseCommand):
         if not settings.DEBUG:
             # It resets the admin's password: never against a real deployment.
             raise CommandError("load_demo is for local development only: run it with DEBUG=1.")
-        if not base_url.startswith(("http://", "https://")) or any(c.isspace() for c in base_url):
+        # It is printed into a line meant to be pasted into a shell: nothing a shell reads.
+        if not SAFE_BASE_URL.fullmatch(base_url):
             raise CommandError("--base-url must be an http:// or https:// address.")
         base_url = base_url.rstrip("/")
         demo = demo_workspace_load()
