@@ -78,7 +78,7 @@ class ConversationSearchEvent(models.Model):
     )
     exclusions = models.JSONField(default=dict, help_text="Withheld matches, by reason.")
     exclusions_capped = models.BooleanField(
-        default=False, help_text="More matches existed than were classified (see README)."
+        default=False, help_text="More matches existed than were classified (see docs/search.md)."
     )
     outcome = models.CharField(
         max_length=32, choices=SearchOutcome.choices, default=SearchOutcome.ANSWERED

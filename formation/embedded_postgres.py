@@ -6,7 +6,9 @@ initdb refuses to work, so the server runs as the unprivileged ``postgres`` user
 cannot reach the project folder (a clone under a private home directory), the cluster moves to a
 per-project folder under the system temp directory and says so.
 
-Usage: ``python -m formation.embedded_postgres start|stop|status|url``.
+Usage: ``python -m formation.embedded_postgres start|stop|status|url``, or
+``python -m formation.embedded_postgres run -- COMMAND...`` to run a command with the cluster up
+and stop it afterwards if it was not running before (``make test`` does).
 """
 
 from __future__ import annotations
@@ -327,9 +329,40 @@ def stop() -> bool:
     return True
 
 
+def run_with_cluster(command: list[str]) -> int:
+    """Run ``command`` with the cluster up; stop it afterwards only if this call started it.
+
+    So a test run leaves the machine as it found it: a cluster that ``make db-start`` or
+    ``make run`` started stays up, one the tests needed is stopped again. With DATABASE_URL set
+    there is no cluster to manage and the command just runs.
+    """
+    if os.environ.get("DATABASE_URL"):
+        return subprocess.run(command, check=False).returncode
+    was_running = is_running(locate())
+    ensure_running()
+    try:
+        return subprocess.run(command, check=False).returncode
+    finally:
+        if not was_running:
+            stop()
+            _say("stopped the cluster again (it was not running before)")
+
+
+USAGE = (
+    "usage: python -m formation.embedded_postgres start|stop|status|url\n"
+    "       python -m formation.embedded_postgres run -- COMMAND..."
+)
+
+
 def main(argv: list[str]) -> int:
     command = argv[1] if len(argv) > 1 else "status"
     try:
+        if command == "run":
+            rest = argv[3:] if argv[2:3] == ["--"] else argv[2:]
+            if not rest:
+                print(USAGE)
+                return 2
+            return run_with_cluster(rest)
         if command == "start":
             cluster = ensure_running()
             print(f"running: {cluster.url()}")
@@ -341,7 +374,7 @@ def main(argv: list[str]) -> int:
         elif command == "url":
             print(locate().url())
         else:
-            print("usage: python -m formation.embedded_postgres start|stop|status|url")
+            print(USAGE)
             return 2
     except EmbeddedPostgresError as problem:
         print(problem, file=sys.stderr)

@@ -1,8 +1,9 @@
 """Settings, all read from the environment with safe production defaults.
 
-DEBUG is off unless DEBUG=1; with DEBUG off the service refuses to start without SECRET_KEY.
-With DATABASE_URL unset the project starts its own private PostgreSQL cluster
-(formation/embedded_postgres.py), so a new developer needs only Python and PostgreSQL.
+DEBUG is off unless DEBUG=1; with DEBUG off the service refuses to start without SECRET_KEY and
+SEARCH_AUDIT_KEYS. With DATABASE_URL unset the project starts its own private PostgreSQL cluster
+(formation/embedded_postgres.py), so a new developer needs only Python and PostgreSQL; manage.py
+then turns DEBUG on by default (see its docstring), while formation/wsgi.py never does.
 """
 
 import os
@@ -72,6 +73,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    # Swagger UI's JavaScript, CSS and favicon, served as our own static files.
+    "drf_spectacular_sidecar",
     "messages_app",
     "search_app",
     "audit_app",
@@ -99,7 +102,7 @@ ROOT_URLCONF = "formation.urls"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
+        "DIRS": [BASE_DIR / "formation" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -245,9 +248,12 @@ SPECTACULAR_SETTINGS = {
     ],
     # PATCH /messages/{id} requires its one field: no "Patched" all-optional component.
     "COMPONENT_SPLIT_PATCH": False,
-    # Swagger UI's assets come from the CDN (the schema itself is local); pinned to a major.
-    "SWAGGER_UI_DIST": "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5",
-    "SWAGGER_UI_FAVICON_HREF": "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/favicon-32x32.png",
+    # Swagger UI is served from our static files (drf-spectacular-sidecar), so /api/docs/ works
+    # offline and names no other host; validatorUrl None keeps Swagger UI from sending the
+    # schema's address to validator.swagger.io for its badge.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
 }
 
 # Keys for the search audit's query digests (SPEC §7): "id:secret" pairs, comma-separated, the

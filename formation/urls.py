@@ -1,12 +1,14 @@
-"""Root URLs: the admin and the versioned JSON API."""
+"""Root URLs: a front page, the admin and the versioned JSON API."""
 
 from django.contrib import admin
 from django.urls import include, path, re_path
 
 from formation import health
 from formation.errors import not_found_view
+from formation.home import home
 
 urlpatterns = [
+    path("", home, name="home"),
     path("admin/", admin.site.urls),
     # Probes: plain JSON, no token, outside the versioned API.
     path("healthz", health.healthz, name="healthz"),

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from messages_app import services
-from messages_app.models import Account, Agent, Conversation, Run, Workspace
+from messages_app.models import Account, Agent, ApiToken, Conversation, Run, TokenKind, Workspace
 
 DEMO_SLUG = "demo"
 
@@ -82,6 +82,36 @@ def demo_workspace_load() -> DemoWorkspace:
     )
     services.identity_link_verify(link=link)
     return DemoWorkspace(workspace=workspace, agent=agent, created=True)
+
+
+@dataclass(frozen=True)
+class DemoTokens:
+    """The plain-text demo tokens (their only copy) and the run the run token belongs to."""
+
+    service: str
+    agent: str
+    run: Run
+    run_token: str
+    revoked: int
+
+
+@transaction.atomic
+def demo_tokens_issue(demo: DemoWorkspace) -> DemoTokens:
+    """Revoke every earlier token of the demo workspace, then make a service token, an agent
+    token and a run with its token.
+
+    Tokens are stored hashed, so each ``load_demo`` must print new ones; revoking the old ones
+    keeps repeated ``make run``s from piling up working tokens nobody can see any more.
+    """
+    revoked = ApiToken.objects.filter(workspace=demo.workspace, revoked_at__isnull=True).update(
+        revoked_at=timezone.now()
+    )
+    _, service = services.token_create(workspace_id=demo.workspace.id, kind=TokenKind.SERVICE)
+    _, agent = services.token_create(
+        workspace_id=demo.workspace.id, kind=TokenKind.AGENT, agent=demo.agent
+    )
+    run, run_token = demo_run_create(demo)
+    return DemoTokens(service=service, agent=agent, run=run, run_token=run_token, revoked=revoked)
 
 
 def demo_run_create(demo: DemoWorkspace) -> tuple[Run, str]:

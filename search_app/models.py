@@ -21,7 +21,8 @@ from django.utils import timezone
 
 from messages_app.models import Agent, Conversation, Message, Run, Workspace
 
-# The one text-search configuration, used to index and to query (README: "Full-text search").
+# The one text-search configuration, used to index and to query (docs/search.md, "Full-text
+# search").
 # It is PostgreSQL's ``english`` (Snowball stemming, English stop words) with ``unaccent`` in
 # front of the stemmer, so "cafe" finds "café".
 SEARCH_CONFIG = "formation_english"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from formation import embedded_postgres
+from tests.helpers import project_python
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
@@ -140,20 +142,10 @@ manage.main()
 
 
 def test_manage_py_without_postgres_prints_one_sentence_and_no_traceback():
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in {"DATABASE_URL", "DJANGO_SETTINGS_MODULE", "FORMATION_PG_BINDIR"}
-    }
-    env["SECRET_KEY"] = "test-only-secret-key-for-a-subprocess"
-    result = subprocess.run(
-        [sys.executable, "-c", NO_POSTGRES_CHILD],
-        cwd=PROJECT_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    result = project_python(
+        ["-c", NO_POSTGRES_CHILD],
+        without={"DATABASE_URL", "DJANGO_SETTINGS_MODULE", "FORMATION_PG_BINDIR"},
+        SECRET_KEY="test-only-secret-key-for-a-subprocess",
     )
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
@@ -208,3 +200,72 @@ def test_running_socket_is_owner_only_and_failing_statements_are_not_logged():
     ) as connection:
         shown = connection.execute("SHOW log_min_error_statement").fetchone()[0]
     assert shown == "panic"
+
+
+# --- `run -- COMMAND`: what make test uses ------------------------------------------------------
+
+# The module's main() for a project in another folder, so the cluster it starts and stops is a
+# throwaway one, never the cluster this test session runs on.
+OTHER_PROJECT_CHILD = """
+import sys
+from pathlib import Path
+from formation import embedded_postgres as e
+e.PROJECT_DIR = Path(sys.argv[1])
+sys.exit(e.main(["embedded_postgres", *sys.argv[2:]]))
+"""
+
+
+def other_project(folder: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return project_python(
+        ["-c", OTHER_PROJECT_CHILD, str(folder), *args],
+        without={"DATABASE_URL"},
+        timeout=180,
+        **env,
+    )
+
+
+def status_of(folder: Path) -> tuple[str, Path]:
+    state, _, base_dir = other_project(folder, "status").stdout.strip().partition(": ")
+    return state, Path(base_dir)
+
+
+@pytest.fixture
+def throwaway_project(tmp_path):
+    folder = tmp_path / "project"
+    folder.mkdir()
+    yield folder
+    other_project(folder, "stop")
+    shutil.rmtree(status_of(folder)[1], ignore_errors=True)
+
+
+def test_run_stops_a_cluster_it_started_and_passes_the_exit_code_on(throwaway_project):
+    probe = [sys.executable, "-c", OTHER_PROJECT_CHILD, str(throwaway_project), "status"]
+    assert status_of(throwaway_project)[0] == "stopped"
+    result = other_project(throwaway_project, "run", "--", *probe)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("running: ")
+    assert status_of(throwaway_project)[0] == "stopped"
+
+    failing = [sys.executable, "-c", "raise SystemExit(3)"]
+    assert other_project(throwaway_project, "run", "--", *failing).returncode == 3
+    assert status_of(throwaway_project)[0] == "stopped"
+
+
+def test_run_leaves_a_cluster_that_was_already_running(throwaway_project):
+    assert other_project(throwaway_project, "start").returncode == 0
+    result = other_project(throwaway_project, "run", "--", sys.executable, "-c", "pass")
+    assert result.returncode == 0, result.stderr
+    assert status_of(throwaway_project)[0] == "running"
+
+
+def test_run_with_database_url_set_starts_no_cluster(throwaway_project):
+    result = other_project(
+        throwaway_project, "run", "--", "true", DATABASE_URL="postgresql://nobody@localhost:1/x"
+    )
+    assert result.returncode == 0, result.stderr
+    assert not status_of(throwaway_project)[1].exists()
+
+
+def test_run_needs_a_command(capsys):
+    assert embedded_postgres.main(["embedded_postgres", "run", "--"]) == 2
+    assert "usage:" in capsys.readouterr().out

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import secrets
 import socket
 import subprocess
@@ -35,6 +34,7 @@ import formation.settings as production_settings
 from formation import db_timeouts, errors
 from messages_app import selectors
 from tests import factories
+from tests.helpers import child_environment, project_python
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 GUNICORN_CONFIG = "python:formation.gunicorn_conf"
@@ -46,34 +46,26 @@ PRODUCTION_ENV = {
 }
 
 
+# The variables the production settings read, dropped from a child's environment first.
+SETTINGS_VARIABLES = {"SECRET_KEY", "DEBUG", "DJANGO_SETTINGS_MODULE", "SEARCH_AUDIT_KEYS"}
+SETTINGS_PREFIXES = ("DATABASE_", "API_STATEMENT", "RATE_LIMIT", "SECURE_", "CONN_")
+
+
 def production_env(**overrides: str | None) -> dict[str, str]:
     """This process's environment with the production settings' variables, plus ``overrides``
     (``None`` removes one)."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("DATABASE_", "API_STATEMENT", "RATE_LIMIT", "SECURE_", "CONN_"))
-        and key not in {"SECRET_KEY", "DEBUG", "DJANGO_SETTINGS_MODULE", "SEARCH_AUDIT_KEYS"}
-    }
-    env.update(PRODUCTION_ENV)
-    for key, value in overrides.items():
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[key] = value
-    return env
+    return child_environment(
+        without=SETTINGS_VARIABLES, prefixes=SETTINGS_PREFIXES, **{**PRODUCTION_ENV, **overrides}
+    )
 
 
 def run_python(args: list[str], **overrides: str | None) -> subprocess.CompletedProcess[str]:
     """``python <args>`` in the project with the production environment plus ``overrides``."""
-    return subprocess.run(
-        [sys.executable, *args],
-        cwd=PROJECT_DIR,
-        env=production_env(**overrides),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    return project_python(
+        args,
+        without=SETTINGS_VARIABLES,
+        prefixes=SETTINGS_PREFIXES,
+        **{**PRODUCTION_ENV, **overrides},
     )
 
 

@@ -33,7 +33,7 @@ class Migration(migrations.Migration):
         ),
     ]
 # One configuration for indexing and querying: English stemming and stop words, accents folded
-# first (README: "Full-text search").
+# first (docs/search.md, "Full-text search").
 SEARCH_CONFIG = """
     CREATE EXTENSION IF NOT EXISTS unaccent;
     CREATE TEXT SEARCH CONFIGURATION formation_english (COPY = pg_catalog.english);

@@ -12,13 +12,17 @@ import json
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from django.core.management import call_command
+from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
+import formation.settings as production_settings
 from formation.openapi import SchemaView
 from formation.tools import TOOLS_BY_NAME, input_schema
+from tests.helpers import References
 
 HTTP_METHODS = ("get", "post", "put", "patch", "delete")
 CODES = {
@@ -234,6 +238,30 @@ def test_schema_and_docs_are_public(db, client, headers):
     assert schema.json()["openapi"].startswith("3.")
     assert docs.status_code == 200
     assert b"/api/schema/" in docs.content
+
+
+def test_the_docs_page_references_no_other_host_and_serves_its_assets(db, settings, tmp_path):
+    """Swagger UI works offline: its CSS, JavaScript and favicon are our own static files,
+    collected and served as in production (WhiteNoise, hashed names)."""
+    settings.STATIC_ROOT = tmp_path
+    settings.STORAGES = production_settings.STORAGES
+    settings.WHITENOISE_AUTOREFRESH = False
+    call_command("collectstatic", interactive=False, verbosity=0)
+    client = Client()
+    page = client.get("/api/docs/")
+    html = page.content.decode()
+    parser = References()
+    parser.feed(html)
+    assert page.status_code == 200
+    assert len(parser.found) == 4  # the stylesheet, the favicon and two scripts
+    for reference in parser.found:
+        parts = urlsplit(reference)
+        assert (parts.scheme, parts.netloc) == ("", ""), reference
+        assert reference.startswith("/static/")
+        assert client.get(reference).status_code == 200, reference
+    assert re.findall(r"https?://", html) == []
+    # Swagger UI would otherwise load its badge from validator.swagger.io.
+    assert '"validatorUrl": null' in html
 
 
 def test_the_schema_is_generated_once_per_process(db, client, monkeypatch):

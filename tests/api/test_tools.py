@@ -237,7 +237,7 @@ def test_an_unknown_parameter_is_refused_by_the_endpoint_and_the_tool(
 def test_a_malformed_message_id_is_not_found_over_rest_and_invalid_as_a_tool_argument(
     world, messages, tokens
 ):
-    # A path that names nothing is not_found (README "Paths"); a bad argument is invalid.
+    # A path that names nothing is not_found (docs/api.md, "Paths"); a bad argument is invalid.
     response = rest_call("get_message", tokens.agent, {"messageId": "not-a-uuid"})
     with pytest.raises(serializers.ValidationError):
         call_tool(

@@ -11,8 +11,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from messages_app.models import ApiToken, Workspace
+from messages_app.models import ApiToken, Run, Workspace
 from tests import factories
+from tests.helpers import exported
 
 
 def run(*args: str) -> str:
@@ -134,21 +135,73 @@ def test_load_demo_refuses_without_debug(settings):
         call_command("load_demo", stdout=io.StringIO())
 
 
+def load_demo(*args: str) -> str:
+    out = io.StringIO()
+    call_command("load_demo", *args, stdout=out)
+    return out.getvalue()
+
+
+@pytest.mark.django_db
+def test_load_demo_prints_export_lines_a_shell_can_paste(settings):
+    settings.DEBUG = True
+    values = exported(load_demo("--base-url", "http://127.0.0.1:8001/"))
+    assert values["FORMATION_URL"] == "http://127.0.0.1:8001"
+    assert values["SERVICE_TOKEN"].startswith("fmn_service_")
+    assert values["AGENT_TOKEN"].startswith("fmn_agent_")
+    assert values["RUN_TOKEN"].startswith("fmn_run_")
+    run = Run.objects.get(pk=values["RUN_ID"])
+    assert str(run.agent_id) == values["AGENT_ID"]
+
+
+@pytest.mark.parametrize(
+    "url", ["localhost:8000", "ftp://x", "http://a b", "http://x;id", "http://x/$(id)", "http://x'"]
+)
+def test_load_demo_refuses_a_base_url_that_is_not_http(settings, url):
+    settings.DEBUG = True
+    with pytest.raises(CommandError, match="--base-url"):
+        load_demo("--base-url", url)
+
+
+@pytest.mark.django_db
+def test_load_demo_revokes_the_previous_demo_tokens(settings):
+    """Two ``make run``s leave three working tokens, the second run's, not six."""
+    settings.DEBUG = True
+    first = exported(load_demo())
+    second = exported(load_demo())
+    demo = Workspace.objects.get(slug="demo")
+    assert ApiToken.objects.filter(workspace=demo, revoked_at__isnull=True).count() == 3
+    for name in ("SERVICE_TOKEN", "AGENT_TOKEN", "RUN_TOKEN"):
+        assert first[name] != second[name]
+        assert stored(first[name]).revoked_at is not None
+        assert stored(second[name]).revoked_at is None
+    assert factories.bearer_client(first["SERVICE_TOKEN"]).get("/api/v1/agents").status_code == 401
+    assert factories.bearer_client(second["SERVICE_TOKEN"]).get("/api/v1/agents").status_code == 200
+
+
+@pytest.mark.django_db
+def test_load_demo_leaves_other_workspaces_tokens_alone(settings):
+    settings.DEBUG = True
+    other = Workspace.objects.get(pk=uuid.UUID(last_line(run("create_workspace", "other"))))
+    raw = last_line(run("create_token", "--workspace", "other", "--service"))
+    load_demo()
+    load_demo()
+    assert stored(raw).revoked_at is None
+    assert stored(raw).workspace_id == other.id
+
+
 @pytest.mark.django_db
 def test_load_demo_is_idempotent_and_prints_working_tokens(settings):
     settings.DEBUG = True
-    first, second = io.StringIO(), io.StringIO()
-    call_command("load_demo", stdout=first)
-    call_command("load_demo", stdout=second)
-    assert "Created workspace 'demo'" in first.getvalue()
-    assert "Reusing workspace 'demo'" in second.getvalue()
-    lines = dict(line.split(":", 1) for line in second.getvalue().splitlines() if ":" in line)
-    agent_token = lines["Agent token"].strip()
-    service_token = lines["Service token"].strip()
-    conversations = factories.bearer_client(service_token).get("/api/v1/conversations").json()
+    first, second = load_demo(), load_demo()
+    assert "Created workspace 'demo'" in first
+    assert "Reusing workspace 'demo'" in second
+    values = exported(second)
+    conversations = (
+        factories.bearer_client(values["SERVICE_TOKEN"]).get("/api/v1/conversations").json()
+    )
     assert {c["kind"] for c in conversations["items"]} == {"public", "private", "direct", "unknown"}
     private = next(c for c in conversations["items"] if c["kind"] == "private")
-    found = factories.bearer_client(agent_token).get(
+    found = factories.bearer_client(values["AGENT_TOKEN"]).get(
         "/api/v1/messages/search", {"query": "migration", "conversationId": private["id"]}
     )
     assert found.status_code == 200
@@ -160,10 +213,7 @@ def test_load_demo_run_token_searches_history_from_adas_direct_room(settings):
     """The printed run token works: search_history finds the private room Ada reads and the
     public room, never the imported archive whose audience is unknown."""
     settings.DEBUG = True
-    out = io.StringIO()
-    call_command("load_demo", stdout=out)
-    lines = dict(line.split(":", 1) for line in out.getvalue().splitlines() if ":" in line)
-    run_token = lines["Run token"].split()[0]
+    run_token = exported(load_demo())["RUN_TOKEN"]
     found = factories.bearer_client(run_token).post(
         "/api/v1/history/search", {"query": "migration"}, format="json"
     )
@@ -178,11 +228,9 @@ def test_load_demo_run_id_opens_the_runs_trace_and_reply(settings):
     reply from Ada's direct room (evidence from public, private and direct rooms Ada reads)
     is delivered."""
     settings.DEBUG = True
-    out = io.StringIO()
-    call_command("load_demo", stdout=out)
-    lines = dict(line.split(":", 1) for line in out.getvalue().splitlines() if ":" in line)
-    run_id, run_token = lines["Run id"].strip(), lines["Run token"].split()[0]
-    client = factories.bearer_client(run_token)
+    values = exported(load_demo())
+    run_id = values["RUN_ID"]
+    client = factories.bearer_client(values["RUN_TOKEN"])
     searched = client.post("/api/v1/history/search", {"query": "migration"}, format="json")
     assert searched.status_code == 200
     trace = client.get(f"/api/v1/runs/{run_id}/trace").json()

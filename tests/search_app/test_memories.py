@@ -1,4 +1,5 @@
-"""The agent's memories (README "Evidence, delivery and memories"; SPEC §3 rule 4 applied to them).
+"""The agent's memories (docs/design.md, "Evidence, delivery and memories"; SPEC §3 rule 4
+applied to them).
 
 ``POST /api/v1/runs/{id}/memories {content}`` stores a memory of the run's agent whose lineage
 is what the run has seen (its evidence, their lineage, and the lineage of memories it was

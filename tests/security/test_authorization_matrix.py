@@ -225,7 +225,8 @@ MATRIX: dict[tuple[str, str], Call] = {
     ),
     # --- any valid token: the tool definitions hold nothing of the workspace ---
     ("api/v1/tools", "GET"): Call("/api/v1/tools", api(200, 200, 200, 200, 200, 200, 200)),
-    # --- no token: probes and the API description ---
+    # --- no token: the front page, probes and the API description ---
+    ("", "GET"): Call("/", everyone(200)),
     ("healthz", "GET"): Call("/healthz", everyone(200)),
     ("readyz", "GET"): Call("/readyz", everyone(200)),
     ("api/schema/", "GET"): Call("/api/schema/", everyone(200)),
@@ -242,6 +243,7 @@ MATRIX: dict[tuple[str, str], Call] = {
 # catch-all answers not_found to any method: GET and the four unsafe ones have rows; HEAD follows
 # GET, and OPTIONS and TRACE are sent by test_unlisted_methods_are_refused.
 PLAIN_VIEW_METHODS: dict[str, frozenset[str]] = {
+    "": frozenset({"GET"}),
     "healthz": frozenset({"GET"}),
     "readyz": frozenset({"GET"}),
     "api/<rest>": frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"}),
