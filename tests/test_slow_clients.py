@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 import subprocess
 import sys
@@ -15,11 +16,19 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import pytest
+from gunicorn.config import Config
 
-from formation.serving import ABORT_EXTENSION, BodyBuffer, BoundedRequests, ServingLimits
+from formation.serving import (
+    ABORT_EXTENSION,
+    BodyBuffer,
+    BoundedProtocol,
+    BoundedRequests,
+    ServingLimits,
+)
 from messages_app import services
 from messages_app.models import TokenKind
 from tests import factories
@@ -372,3 +381,47 @@ def test_an_answer_not_taken_by_its_deadline_aborts_the_connection():
         )
     )
     assert aborted == [True]
+
+
+class UnreadTransport:
+    """A transport whose client reads nothing: asyncio still holds bytes when it is closed."""
+
+    def __init__(self) -> None:
+        self.closed = self.aborted = False
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+    def get_write_buffer_size(self) -> int:
+        return 10_000
+
+    def get_extra_info(self, name: str) -> None:
+        return None
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+def test_a_connection_closed_with_unsent_bytes_is_reset_after_the_send_deadline():
+    """asyncio would keep it open until the client reads, that is forever."""
+
+    async def scenario() -> UnreadTransport:
+        worker = SimpleNamespace(
+            cfg=Config(), log=logging.getLogger("test"), asgi=None, loop=asyncio.get_running_loop()
+        )
+        worker.limits = LIMITS
+        protocol = BoundedProtocol(worker)
+        transport = protocol.transport = UnreadTransport()
+        protocol._close_transport()
+        assert transport.closed
+        assert not transport.aborted
+        await asyncio.sleep(LIMITS.send_timeout + 0.1)
+        return transport
+
+    assert asyncio.run(scenario()).aborted
