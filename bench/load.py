@@ -4,10 +4,10 @@
         [--duration 300] [--concurrency 16] [--only ENDPOINT] [--output FILE]
 
 Acts as the busy agent of ``manage.py generate_corpus --seed S`` (load the corpus first) through
-gunicorn started with the production configuration (``formation/gunicorn_conf.py``: 2 gthread
-workers x 4 threads unless ``WEB_CONCURRENCY`` / ``GUNICORN_THREADS`` say otherwise). A fixed
-number of asyncio clients (``--concurrency``) send requests back to back, each drawn from the
-mix the reliability issue names:
+gunicorn started with the production configuration (``formation/gunicorn_conf.py``: 2 workers of
+formation/serving.py x 4 threads unless ``WEB_CONCURRENCY`` / ``GUNICORN_THREADS`` say otherwise).
+A fixed number of asyncio clients (``--concurrency``) send requests back to back, each drawn
+from the mix the reliability issue names:
 
 - 30% list_messages (a page of a random room of the agent's, at offset 0 or a random offset),
 - 30% get_message (a random message the agent can read),

@@ -1,7 +1,7 @@
 """Gunicorn settings for production: ``gunicorn --config python:formation.gunicorn_conf``.
 
-Sized for 2 cores: one process per core, each with a few threads (gthread), because a request
-spends most of its time waiting for PostgreSQL rather than computing. Every value can be
+Sized for 2 cores: one process per core, each with a few threads, because a request spends
+most of its time waiting for PostgreSQL rather than computing. Every value can be
 changed from the environment; the README lists them.
 
 Gunicorn writes no access log: ``formation.request_logging`` writes one JSON line per request
@@ -28,12 +28,14 @@ bind = [
     if address.strip()
 ]
 
-worker_class = "gthread"
+# gunicorn's asyncio worker, serving wsgi_app with ``threads`` threads: a thread only runs the
+# application, never waits for a slow client (formation/serving.py, with its deadlines).
+worker_class = "formation.serving.BoundedWorker"
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
 # Keep DATABASE_POOL_MAX_SIZE at least this, so a thread never waits for a connection.
 threads = int(os.environ.get("GUNICORN_THREADS", "4"))
 
-# A gthread worker is replaced when its main loop is silent this long (a stuck process, not a
+# A worker is replaced when its event loop is silent this long (a stuck process, not a
 # slow request); each SQL statement of a request is bounded by API_STATEMENT_TIMEOUT_MS.
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", "30"))
 # On SIGTERM (deploys, scale-down) requests in flight get this long to finish.

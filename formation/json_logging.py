@@ -15,7 +15,7 @@ import traceback
 from datetime import UTC, datetime
 from typing import Any
 
-# The request being handled by this thread (gthread workers) or task; set by the middleware.
+# The request being handled by this thread (the worker's pool) or task; set by the middleware.
 request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "request_id", default=None
 )

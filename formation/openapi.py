@@ -698,7 +698,8 @@ class ConversationViewSetSchema(_ServiceViewSet):
             "Import messages",
             MessageBulkSerializer,
             {201: MessageBatch},
-            "1 to 5,000 messages, all or nothing; an invalid one is named by `details.index`.",
+            "1 to 5,000 messages with at most 5,000,000 characters of content in all, all or "
+            "nothing; an invalid one is named by `details.index`.",
         ),
     }
 

@@ -43,6 +43,12 @@ from messages_app.models import (
 # A message stamped further in the future than this would sort above everything said later.
 MAX_CLOCK_SKEW = timedelta(minutes=5)
 MAX_BULK_MESSAGES = 5_000
+# Characters of content one request may store in all. The import is one INSERT under
+# API_STATEMENT_TIMEOUT_MS, and its cost grows with the characters whatever the batch's shape
+# (to_tsvector for the search document, trigrams for literal search): 5,000,000 take 1.2-1.8 s
+# of PostgreSQL CPU and at most 4.1 s on two cores loaded five times over, well inside the 10 s
+# default; 1,000 x 30,000 would not fit (bench/bulk_import_limit.py, README "Bulk import").
+MAX_BULK_CHARS = 5_000_000
 MAX_LINEAGE = 1_000
 # Lineage rows one request may add in all (a bulk of 5,000 agent replies, 4 sources each).
 MAX_LINEAGE_PER_REQUEST = 20_000
@@ -267,6 +273,20 @@ def _check_references(conversation: Conversation, drafts: Sequence[MessageDraft]
             raise DraftError.for_field(problem[0], problem[1], index=index)
 
 
+def check_bulk_size(contents: Iterable[str]) -> None:
+    """Refuse a batch with more than MAX_BULK_CHARS characters of content in all.
+
+    The bulk API checks its raw items with this before validating them one by one, as it checks
+    their number; ``messages_create`` checks again before it touches the database.
+    """
+    if sum(map(len, contents)) > MAX_BULK_CHARS:
+        raise InvalidArguments.for_field(
+            "messages",
+            f"One request may store at most {MAX_BULK_CHARS:,} characters of content in all; "
+            "split the import.",
+        )
+
+
 def _reserve_seqs(conversation: Conversation, count: int) -> int:
     """Take ``count`` consecutive seqs and return the first; count them as live messages.
 
@@ -304,6 +324,7 @@ def messages_create(
     """
     if not 1 <= len(drafts) <= MAX_BULK_MESSAGES:
         raise InvalidArguments(f"Send between 1 and {MAX_BULK_MESSAGES} messages.")
+    check_bulk_size(draft.content for draft in drafts)
     if lineage_cap is not None and sum(len(draft.lineage) for draft in drafts) > lineage_cap:
         raise InvalidArguments(
             f"One request may name at most {lineage_cap} lineage sources in all."

@@ -59,6 +59,16 @@ def production_env(**overrides: str | None) -> dict[str, str]:
     )
 
 
+def database_url() -> str:
+    """A URL of the test database, for a process of its own (the socket's trust login)."""
+    db = connection.settings_dict
+    url = f"postgresql://{db['USER']}@/{db['NAME']}?host={db['HOST'] or db['OPTIONS']['host']}"
+    port = db["PORT"] or db["OPTIONS"].get("port")
+    if port:
+        url += f"&port={port}"
+    return url
+
+
 def run_python(args: list[str], **overrides: str | None) -> subprocess.CompletedProcess[str]:
     """``python <args>`` in the project with the production environment plus ``overrides``."""
     return project_python(
@@ -123,6 +133,7 @@ def test_pool_can_be_turned_off_for_an_external_pooler():
         ({"API_STATEMENT_TIMEOUT_MS": "-1"}, "API_STATEMENT_TIMEOUT_MS"),
         ({"RATE_LIMIT_AGENT": "lots"}, "RATE_LIMIT_AGENT"),
         ({"RATE_LIMIT_SERVICE": "10/fortnight"}, "RATE_LIMIT_SERVICE"),
+        ({"REQUEST_BODY_TIMEOUT": "0"}, "REQUEST_BODY_TIMEOUT"),
     ],
     ids=[
         "max-age-and-pool",
@@ -132,6 +143,7 @@ def test_pool_can_be_turned_off_for_an_external_pooler():
         "statement",
         "rate",
         "period",
+        "body-deadline",
     ],
 )
 def test_bad_serving_settings_refuse_to_start_with_one_sentence(overrides, named):
@@ -261,11 +273,6 @@ def test_zero_turns_the_timeout_off(world, settings, monkeypatch):
 @pytest.mark.django_db
 def test_management_commands_never_get_the_timeout():
     """A command in its own process, configured with a 1 ms API timeout, runs unbounded."""
-    db = connection.settings_dict
-    url = f"postgresql://{db['USER']}@/{db['NAME']}?host={db['HOST'] or db['OPTIONS']['host']}"
-    port = db["PORT"] or db["OPTIONS"].get("port")
-    if port:
-        url += f"&port={port}"
     code = (
         "import os, django; os.environ['DJANGO_SETTINGS_MODULE'] = 'formation.settings'; "
         "django.setup(); from django.core.management import call_command; "
@@ -274,7 +281,7 @@ def test_management_commands_never_get_the_timeout():
         "cursor = connection.cursor(); cursor.execute('SHOW statement_timeout'); "
         "print(cursor.fetchone()[0])"
     )
-    result = run_python(["-c", code], DATABASE_URL=url, API_STATEMENT_TIMEOUT_MS="1")
+    result = run_python(["-c", code], DATABASE_URL=database_url(), API_STATEMENT_TIMEOUT_MS="1")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "0"
 
@@ -341,7 +348,11 @@ def test_gunicorn_configuration(monkeypatch):
     conf = importlib.reload(gunicorn_conf)
     assert conf.wsgi_app == "formation.wsgi:application"
     assert conf.bind == ["0.0.0.0:8000", "unix:/run/formation.sock"]
-    assert (conf.worker_class, conf.workers, conf.threads) == ("gthread", 2, 6)
+    assert (conf.worker_class, conf.workers, conf.threads) == (
+        "formation.serving.BoundedWorker",
+        2,
+        6,
+    )
     assert conf.graceful_timeout <= conf.timeout
     assert conf.accesslog is None
     assert conf.logger_class._compute_access_log_enabled(None) is False

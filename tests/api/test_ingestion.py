@@ -4,15 +4,20 @@ authentication rules every ingestion endpoint shares."""
 
 from __future__ import annotations
 
+import itertools
+import random
 import re
 import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from messages_app import services
+from messages_app.corpus import corpus_vocabulary
 from messages_app.models import (
     Account,
     Agent,
@@ -904,6 +909,61 @@ def test_bulk_of_5001_is_invalid_arguments(world, room):
     )
     assert_error(response, 400, "invalid_arguments")
     assert row_counts() == before
+
+
+def corpus_like_texts(count: int, chars: int) -> list[str]:
+    """``count`` texts of ``chars`` characters: corpus words drawn by Zipf's law, as in
+    bench/bulk_import_limit.py."""
+    rng = random.Random(0)
+    words = corpus_vocabulary(0)
+    cumulative = list(itertools.accumulate(1 / rank for rank in range(1, len(words) + 1)))
+    return [
+        " ".join(rng.choices(words, cum_weights=cumulative, k=chars // 3))[:chars]
+        for _ in range(count)
+    ]
+
+
+def test_bulk_over_the_character_limit_is_refused_before_its_items_are_looked_at(world, room):
+    """The limit in all, not per message: each of these is valid alone, and the first one
+    lacks a sender, which is not even reached."""
+    items = [
+        {"senderUserId": str(world.alice.id), "content": "a" * 100_000}
+        for _ in range(services.MAX_BULK_CHARS // 100_000)
+    ]
+    items[0].pop("senderUserId")
+    items.append({"senderUserId": str(world.alice.id), "content": "b"})
+    before = row_counts()
+    with CaptureQueriesContext(connection) as queries:
+        response = world.service.post(bulk_url(room), {"messages": items}, format="json")
+    error = assert_error(response, 400, "invalid_arguments")
+    assert error["details"] == {
+        "fields": {
+            "messages": [
+                "One request may store at most 5,000,000 characters of content in all; "
+                "split the import."
+            ]
+        }
+    }
+    assert row_counts() == before
+    assert not [query for query in queries if "messages_app_message" in query["sql"]]
+    assert Conversation.objects.get(pk=room.pk).last_seq == 0
+
+
+def test_bulk_of_exactly_the_character_limit_is_stored_within_the_production_timeout(
+    world, room, settings
+):
+    """1,000 messages of 5,000 characters of corpus-like text: the size the limit is measured
+    for (README, "Bulk import") fits the 10 s statement timeout."""
+    settings.API_STATEMENT_TIMEOUT_MS = 10_000
+    items = [
+        {"senderUserId": str(world.bob.id), "content": text}
+        for text in corpus_like_texts(1_000, 5_000)
+    ]
+    assert sum(len(item["content"]) for item in items) == services.MAX_BULK_CHARS
+    response = world.service.post(bulk_url(room), {"messages": items}, format="json")
+    assert response.status_code == 201, response.content[:500]
+    assert len(response.json()["items"]) == 1_000
+    assert room.messages.count() == 1_000
 
 
 def test_bulk_of_zero_is_invalid_arguments(world, room):

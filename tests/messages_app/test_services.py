@@ -152,6 +152,19 @@ def test_messages_create_rejects_a_lineage_source_from_another_workspace(world):
     assert last_seq(world.private) == 0
 
 
+def test_messages_create_refuses_more_characters_than_the_limit_before_any_query(
+    world, django_assert_num_queries
+):
+    drafts = [draft(world.alice, "a" * 100_000)] * (services.MAX_BULK_CHARS // 100_000)
+    with django_assert_num_queries(0), pytest.raises(InvalidArguments) as caught:
+        services.messages_create(
+            conversation=world.private, drafts=[*drafts, draft(world.bob, "b")]
+        )
+    assert "5,000,000 characters" in caught.value.message
+    assert set(caught.value.details["fields"]) == {"messages"}
+    assert last_seq(world.private) == 0
+
+
 def test_messages_create_rolls_back_when_the_database_refuses_a_row(world):
     # A row that passes the Python checks but not a CHECK constraint: nothing of the batch
     # stays and the reserved seqs are given back.
