@@ -208,3 +208,10 @@ def test_running_socket_is_owner_only_and_failing_statements_are_not_logged():
     ) as connection:
         shown = connection.execute("SHOW log_min_error_statement").fetchone()[0]
     assert shown == "panic"
+
+
+def test_server_options_preload_pg_stat_statements_with_utility_statements(tmp_path):
+    """bench/benchmark.py counts a request's round trips, BEGIN and COMMIT included, there."""
+    options = embedded_postgres.server_options(tmp_path, 55432).split()
+    assert "shared_preload_libraries=pg_stat_statements" in options
+    assert "pg_stat_statements.track_utility=on" in options
