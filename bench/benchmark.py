@@ -614,7 +614,7 @@ def history_cases(words: list[str], extra: list[tuple[str, str]]) -> list[Histor
             query = parse_query(text)
         except InvalidArguments:
             sys.exit(f"--history-query {label}: the text has no searchable words, or too many.")
-        cases.append(HistoryCase(label, text, "%(terms)s::tsquery", query.tsquery))
+        cases.append(HistoryCase(label, text, "CAST(%(terms)s AS tsquery)", query.tsquery))
     return cases
 
 
