@@ -1,33 +1,55 @@
-"""Each agent tool through a real gunicorn process, against the raw-SQL floor of the same work.
+"""Each agent tool through a real gunicorn process, in-process, and against the raw-SQL floor.
 
     DATABASE_URL=postgresql://... .venv/bin/python bench/benchmark.py --seed 1 \
-        [--messages 1000000] [--requests 30] [--output bench/results.md]
+        [--messages 1000000] [--requests 30] [--history-query 'label=text' ...] \
+        [--output bench/results.md]
 
 On the corpus of ``manage.py generate_corpus --seed S`` (loaded first with ``--messages N`` if
-this database does not hold it yet), as the corpus's busy agent:
+this database does not hold it yet), as the corpus's busy agent, every row does one piece of
+work three ways:
 
-- **API**: sequential HTTP requests over one keep-alive loopback connection to gunicorn
+- **API**: an HTTP request over one keep-alive loopback connection to gunicorn
   (``formation.wsgi:application``, gthread workers), timed from sending the request to reading
-  the whole answer: routing, token lookup, validation, ORM, serialisation, JSON.
-- **floor**: the same work as SQL on one psycopg connection, timed the same way: hand-written
-  statements for the listing, reads and literal search; for search_history, the bare query the
-  issue names (its terms OR-ed, ranked by ``ts_rank``, top 20, over every conversation the agent
-  is a member of), which does none of the perspective rules, neighbours, evidence or audit; for
-  bulk ingest, one transaction that reserves the seqs and inserts
-  the rows with one ``INSERT ... SELECT FROM unnest(...)``, through the same indexes and
-  triggers.
+  the whole answer: HTTP, routing, token lookup, validation, SQL, serialisation.
+- **in-process**: the same request handed to the same WSGI application inside this process
+  (Django's handler, every middleware, the request signals, the connection pool): Python and SQL
+  without HTTP and gunicorn.
+- **floor**: the same work as SQL on one psycopg connection: hand-written statements for the
+  listing, reads and literal search; for search_history, the bare query the issue names (its
+  terms OR-ed, ranked by ``ts_rank``, top 20, over every conversation the agent is a member
+  of), which does none of the perspective rules, neighbours, evidence or audit, and in a second
+  row the *perspective floor*: the product's own ranked hits statement
+  (``search_app.queries.hits_statement``, every perspective rule included) alone, its scope
+  resolved outside the timing; for bulk ingest, one transaction that reserves the seqs and
+  inserts the rows with one ``INSERT ... SELECT FROM unnest(...)``, through the same indexes
+  and triggers.
 
-Prints p50/p95/p99 and the API/floor ratio (of medians) per row, and the workers' resident
-memory, and writes the table as Markdown to ``--output``. It writes to the database it measures
-(tokens, runs, evidence, audit rows, ingested messages): use a database made for it. All text
-is synthetic.
+The sides are interleaved request by request (API, in-process, floor, then the other way round
+for the next index, so no side always runs last), because the shared machine drifts over
+seconds; each ratio is reported pair by pair (median and p95 of API_i / floor_i) besides the
+ratio of the medians. Warm-ups are untimed. The floors may use every parallel worker the server
+allows (its ``max_parallel_workers_per_gather`` is in the header); only the search_messages row
+"floor without its index" turns the index and parallelism off, as its name says.
+
+Latency alone does not tell round trips from Python, so each row also counts the SQL statements
+one request costs on the server: after the timed requests a few more run untimed, one side at a
+time with the others idle, and ``pg_stat_statements`` (preloaded, with ``track_utility`` on, so
+BEGIN, COMMIT, SAVEPOINT and SET count) gives the top-level statements run in this database,
+minus the counting query itself.
+
+Prints p50/p95/p99 per side, the in-process p50, both ratios, the statements per request, and
+the gunicorn workers' and this process's resident memory at the start and the end, and writes
+the table as Markdown to ``--output``. It writes to the database it measures (tokens, runs,
+evidence, audit rows, ingested messages): use a database made for it. All text is synthetic.
 """
 
 from __future__ import annotations
 
 import argparse
 import http.client
+import io
 import json
+import logging
 import math
 import os
 import random
@@ -39,11 +61,12 @@ import sys
 import tempfile
 import time
 import uuid
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -51,6 +74,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "formation.settings")
 # Bench-only secrets for this process and the gunicorn it starts, unless the caller set them.
 os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-not-for-production")
 os.environ.setdefault("SEARCH_AUDIT_KEYS", "k1:bench-only-audit-key-0123456789")
+# The in-process side runs with the settings gunicorn gets (DEBUG would record every query).
+os.environ["DEBUG"] = "0"
 if not os.environ.get("DATABASE_URL"):
     sys.exit("Set DATABASE_URL to a database made for benchmarking: this script writes to it.")
 
@@ -61,7 +86,9 @@ django.setup()
 import psycopg  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
+from django.utils import timezone  # noqa: E402
 
+from formation.errors import InvalidArguments  # noqa: E402
 from messages_app.corpus import (  # noqa: E402
     BUSY_AGENT_NAME,
     DEFAULT_WORKERS,
@@ -75,10 +102,14 @@ from messages_app.models import (  # noqa: E402
     ConversationKind,
     Membership,
     Message,
+    Run,
     TokenKind,
     Workspace,
 )
 from messages_app.services import token_create  # noqa: E402
+from search_app.perspective import Perspective  # noqa: E402
+from search_app.queries import HistoryFilters, hits_statement  # noqa: E402
+from search_app.text import parse_query  # noqa: E402
 
 # Ranks in the corpus vocabulary (rank r is drawn with weight 1/r).
 BANDS = {"rare": (15_000, 12_000, 9_000), "mid": (300, 250, 200), "common": (2, 3, 5)}
@@ -94,15 +125,40 @@ MEMBER = (
     "EXISTS (SELECT 1 FROM messages_app_membership AS a WHERE a.workspace_id = %(ws)s "
     "AND a.agent_id = %(agent)s AND a.conversation_id = {room} AND a.left_at IS NULL)"
 )
+# The issue's search_history floor: the terms OR-ed, ranked by ts_rank, top 20, over every
+# conversation the agent is a member of; ``{tsquery}`` is how the OR query is written.
+BARE_HISTORY_FLOOR = (
+    "SELECT d.message_id, ts_rank(d.document, q) AS rank "
+    "FROM message_search_documents AS d, {tsquery} AS q "
+    "WHERE d.workspace_id = %(ws)s AND d.document @@ q AND d.conversation_id IN ("
+    "SELECT conversation_id FROM messages_app_membership WHERE agent_id = %(agent)s) "
+    "ORDER BY rank DESC LIMIT %(limit)s"
+)
+# Statement counts are read this long after the last request of a window, so nothing the
+# server runs as a request winds down (a connection going back to its pool) is missed.
+COUNT_SETTLE_SECONDS = 0.1
+SIDES = ("api", "in_process")
+# The text of PostgreSQL's own foreign-key check (ri_triggers.c), as pg_stat_statements
+# normalises it.
+FOREIGN_KEY_CHECK = r"^SELECT \$[0-9]+ FROM (ONLY )?.+ x WHERE .+ FOR KEY SHARE OF x$"
 
 
 @dataclass
 class Row:
+    """One line of the table: a tool and case, its three series of milliseconds, its counts."""
+
     tool: str
     case: str
-    api: list[float] = field(default_factory=list)
-    floor: list[float] = field(default_factory=list)
     note: str = ""
+    api: list[float] = field(default_factory=list)
+    in_process: list[float] = field(default_factory=list)
+    floor: list[float] = field(default_factory=list)
+    # Statements per request, by side: "api", "in_process", "floor".
+    statements: dict[str, float] = field(default_factory=dict)
+
+    def pair_ratios(self) -> list[float]:
+        """API_i / floor_i: each pair ran back to back, so the machine's drift cancels."""
+        return [api / floor for api, floor in zip(self.api, self.floor, strict=True)]
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -117,18 +173,47 @@ def timed(action: Callable[[], object]) -> float:
     return (time.perf_counter() - started) * 1000
 
 
+def rss_mib(pid: int | str = "self") -> float:
+    """Resident memory of a process, so a run shows what its requests left behind."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def encoded(body: object) -> bytes | None:
+    """A JSON body; bytes pass through, so large bodies can be encoded outside the timing."""
+    if body is None or isinstance(body, bytes):
+        return body
+    return json.dumps(body).encode()
+
+
+def checked(method: str, path: str, status: int, data: bytes) -> bytes:
+    """The answer's body, or an error naming the route and the error code (never the query)."""
+    if status >= 400:
+        code = json.loads(data).get("error", {}).get("code") if data else None
+        raise RuntimeError(f"{method} {path.split('?')[0]} answered {status} {code}")
+    return data
+
+
+class Transport(Protocol):
+    def call(self, method: str, path: str, token: str, body: object = None) -> bytes: ...
+
+
 class Api:
-    """One keep-alive HTTP connection to the gunicorn under test."""
+    """One keep-alive HTTP connection to the gunicorn under test.
+
+    Answers are returned unparsed: decoding JSON is the client's work, not the service's.
+    """
 
     def __init__(self, port: int) -> None:
         self.port = port
         self.http = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
 
-    def call(self, method: str, path: str, token: str, body: object = None) -> dict:
+    def call(self, method: str, path: str, token: str, body: object = None) -> bytes:
         headers = {"Authorization": f"Bearer {token}"}
-        payload = None
-        if body is not None:
-            payload = json.dumps(body).encode()
+        payload = encoded(body)
+        if payload is not None:
             headers["Content-Type"] = "application/json"
         try:
             self.http.request(method, path, body=payload, headers=headers)
@@ -138,11 +223,137 @@ class Api:
             self.http.close()
             self.http.request(method, path, body=payload, headers=headers)
             response = self.http.getresponse()
-        data = response.read()
-        if response.status >= 400:
-            code = json.loads(data).get("error", {}).get("code") if data else None
-            raise RuntimeError(f"{method} {path.split('?')[0]} answered {response.status} {code}")
-        return json.loads(data) if data else {}
+        return checked(method, path, response.status, response.read())
+
+
+class InProcess:
+    """The WSGI application gunicorn serves, called in this process: Django's handler, every
+    middleware, the request signals and the connection pool, without HTTP or gunicorn.
+
+    Not ``django.test.Client``: it keeps the request signals from closing (returning to the
+    pool) the connection, so it would run fewer statements than a real request.
+    """
+
+    def __init__(self, log: IO[str]) -> None:
+        with warnings.catch_warnings():
+            # WhiteNoise's note that collectstatic never ran: the API serves no static files.
+            warnings.filterwarnings("ignore", message="No directory at", category=UserWarning)
+            # Imported here: it sets Django up again (logging included); only this side needs it.
+            from formation.wsgi import application
+
+        self.application = application
+        # Request logs go to a file, as gunicorn's do: written, but not to the terminal.
+        for handler in logging.getLogger().handlers:
+            if isinstance(handler, logging.StreamHandler):
+                handler.setStream(log)
+
+    def call(self, method: str, path: str, token: str, body: object = None) -> bytes:
+        route, _, query = path.partition("?")
+        payload = encoded(body) or b""
+        environ = {
+            "REQUEST_METHOD": method,
+            "SCRIPT_NAME": "",
+            "PATH_INFO": route,
+            "QUERY_STRING": query,
+            "SERVER_NAME": "127.0.0.1",
+            "SERVER_PORT": "80",
+            "SERVER_PROTOCOL": "HTTP/1.1",
+            "REMOTE_ADDR": "127.0.0.1",
+            "HTTP_HOST": "127.0.0.1",
+            "HTTP_AUTHORIZATION": f"Bearer {token}",
+            "CONTENT_TYPE": "application/json" if payload else "",
+            "CONTENT_LENGTH": str(len(payload)),
+            "wsgi.version": (1, 0),
+            "wsgi.url_scheme": "http",
+            "wsgi.input": io.BytesIO(payload),
+            "wsgi.errors": sys.stderr,
+            "wsgi.multithread": False,
+            "wsgi.multiprocess": False,
+            "wsgi.run_once": False,
+        }
+        statuses: list[int] = []
+
+        def start_response(status: str, headers: list, exc_info: object = None) -> Callable:
+            statuses.append(int(status.split()[0]))
+            return lambda _data: None
+
+        answer = self.application(environ, start_response)
+        try:
+            data = b"".join(answer)
+        finally:
+            # As a WSGI server does: fires request_finished, which returns the connection.
+            if hasattr(answer, "close"):
+                answer.close()
+        return checked(method, path, statuses[-1], data)
+
+
+class StatementMeter:
+    """Top-level SQL statements the server ran in this database, from ``pg_stat_statements``.
+
+    Counts are deltas of ``sum(calls)`` around a window of requests, with every other side idle.
+    The counting query is itself counted once per window (measured, not assumed, at the start).
+    A window in which the extension evicted entries (``dealloc`` moved) lost calls, so it is run
+    again.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.connection = psycopg.connect(url, autocommit=True)
+        preloaded = self.connection.execute(
+            "SELECT 'pg_stat_statements' = ANY(string_to_array("
+            "replace(current_setting('shared_preload_libraries'), ' ', ''), ','))"
+        ).fetchone()[0]
+        if not preloaded:
+            sys.exit(
+                "pg_stat_statements is not preloaded on this server: add it to "
+                "shared_preload_libraries with pg_stat_statements.track_utility = on and restart "
+                "PostgreSQL (the embedded cluster: make db-stop && make db-start)."
+            )
+        self.connection.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        track, utility = self.connection.execute(
+            "SELECT current_setting('pg_stat_statements.track'), "
+            "current_setting('pg_stat_statements.track_utility')"
+        ).fetchone()
+        if track != "top" or utility != "on":
+            sys.exit(
+                "Statement counts need pg_stat_statements.track = top (round trips, not the "
+                "statements inside functions) and pg_stat_statements.track_utility = on."
+            )
+        first, _ = self.snapshot()
+        second, _ = self.snapshot()
+        self.own_calls = second - first
+
+    def snapshot(self) -> tuple[int, int]:
+        """Calls so far in this database, and how many times entries were evicted.
+
+        The foreign-key checks of Django's deferred constraints run at COMMIT, outside any
+        statement, so the extension records them as top-level too (four per ingested message);
+        the server runs them, no client sends them, so they are left out by their text.
+        """
+        return self.connection.execute(
+            "SELECT coalesce(sum(calls), 0)::bigint, "
+            "(SELECT dealloc FROM pg_stat_statements_info) "
+            "FROM pg_stat_statements(true) "
+            "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+            f"AND query !~ '{FOREIGN_KEY_CHECK}'"
+        ).fetchone()
+
+    def per_request(self, action: Callable[[int], object], indexes: range) -> float:
+        """Statements per call of ``action(i)`` over ``indexes``."""
+        for _ in range(3):
+            calls, evictions = self.snapshot()
+            for i in indexes:
+                action(i)
+            time.sleep(COUNT_SETTLE_SECONDS)
+            after, evictions_after = self.snapshot()
+            if evictions_after == evictions:
+                return (after - calls - self.own_calls) / len(indexes)
+        raise RuntimeError(
+            "pg_stat_statements evicted entries in three count windows running; raise "
+            "pg_stat_statements.max."
+        )
+
+    def close(self) -> None:
+        self.connection.close()
 
 
 class Gunicorn:
@@ -163,7 +374,7 @@ class Gunicorn:
                 str(threads),
                 "--log-level",
                 "warning",
-                # Floors run between API calls; keep the client's connection open meanwhile.
+                # The other sides run between API calls; keep the client's connection open.
                 "--keep-alive",
                 "300",
             ],
@@ -190,13 +401,9 @@ class Gunicorn:
         children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
         return [int(pid) for pid in children.read_text().split()]
 
-    def worker_rss_mib(self) -> list[float]:
-        sizes = []
-        for pid in self.worker_pids():
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    sizes.append(int(line.split()[1]) / 1024)
-        return sizes
+    def worker_rss_mib(self) -> dict[int, float]:
+        """Resident memory by worker pid (a worker replaced during the run shows a new pid)."""
+        return {pid: rss_mib(pid) for pid in self.worker_pids()}
 
     def stop(self) -> None:
         self.process.send_signal(signal.SIGTERM)
@@ -286,96 +493,233 @@ def floor_runner(raw: psycopg.Connection) -> Callable[[str, dict], Callable[...,
     return statement
 
 
-def measure(
-    row: Row,
-    api: Callable[[int], object],
-    floor: Callable[[int], object],
-    *,
-    n: int,
-    warm: int,
-    describe: Callable[[object], str] | None = None,
-) -> Row:
-    """Warm both sides up, then time ``n`` API calls and ``n`` floor runs."""
-    answer = None
-    for i in range(warm):
-        answer = api(i)
-        floor(i)
-    if describe is not None and answer is not None:
-        row.note = describe(answer)
-    row.api = [timed(lambda i=i: api(i)) for i in range(warm, warm + n)]
-    row.floor = [timed(lambda i=i: floor(i)) for i in range(warm, warm + n)]
-    print(
-        f"  {row.tool}, {row.case}: API p50 {statistics.median(row.api):.1f} ms, "
-        f"floor p50 {statistics.median(row.floor):.1f} ms",
-        flush=True,
+def planned_workers(raw: psycopg.Connection, sql: str, params: dict) -> int:
+    """Parallel workers the planner gives the statement in the floor's session.
+
+    Zero with parallelism allowed means the planner found it not worth it, not that the session
+    forbade it; the header shows what the server allows.
+    """
+    ((plan,),) = raw.execute(f"EXPLAIN (FORMAT JSON) {sql}", params).fetchall()
+    nodes, workers = [plan[0]["Plan"]], 0
+    while nodes:
+        node = nodes.pop()
+        workers += node.get("Workers Planned", 0)
+        nodes.extend(node.get("Plans", []))
+    return workers
+
+
+Request = Callable[[Transport, int], bytes]
+
+
+@dataclass
+class Harness:
+    """The sides a row runs on, and how many samples of each it takes."""
+
+    http: Api
+    local: InProcess
+    meter: StatementMeter
+    n: int
+    warm: int
+    counted: int
+
+    def measure(
+        self,
+        request: Request,
+        floors: list[tuple[Row, Callable[[int], object]]],
+        *,
+        n: int | None = None,
+        warm: int | None = None,
+        counted: int | None = None,
+        describe: Callable[[bytes], str] | None = None,
+    ) -> list[Row]:
+        """Warm up, time the sides interleaved, then count each side's statements.
+
+        ``request(transport, i)`` is the API's work for sample ``i``; it runs over HTTP and in
+        this process alike. Each floor makes one row; the rows share the API and in-process
+        timings, so each floor is paired with the very same requests.
+        """
+        n = self.n if n is None else n
+        warm = self.warm if warm is None else warm
+        counted = self.counted if counted is None else counted
+        sides: list[tuple[str, Callable[[int], object]]] = [
+            ("api", lambda i: request(self.http, i)),
+            ("in_process", lambda i: request(self.local, i)),
+            *((f"floor {number}", floor) for number, (_, floor) in enumerate(floors)),
+        ]
+        answer = None
+        for i in range(warm):
+            for name, side in sides:
+                result = side(i)
+                if name == "api":
+                    answer = result
+        times: dict[str, list[float]] = {name: [] for name, _ in sides}
+        for pair, i in enumerate(range(warm, warm + n)):
+            for name, side in sides if pair % 2 == 0 else reversed(sides):
+                times[name].append(timed(lambda side=side, i=i: side(i)))
+        extra = range(warm + n, warm + n + counted)
+        statements = {name: self.meter.per_request(side, extra) for name, side in sides}
+        described = describe(answer) if describe is not None and answer is not None else ""
+        rows = []
+        for number, (row, _) in enumerate(floors):
+            floor = f"floor {number}"
+            row.api, row.in_process, row.floor = times["api"], times["in_process"], times[floor]
+            row.statements = {side: statements[side] for side in SIDES}
+            row.statements["floor"] = statements[floor]
+            row.note = "; ".join(part for part in (described, row.note) if part)
+            print(
+                f"  {row.tool}, {row.case}: API p50 {statistics.median(row.api):.1f} ms, "
+                f"in-process {statistics.median(row.in_process):.1f} ms, "
+                f"floor {statistics.median(row.floor):.1f} ms, "
+                f"pairs {statistics.median(row.pair_ratios()):.1f}x, "
+                f"statements {count_cell(row.statements)}",
+                flush=True,
+            )
+            rows.append(row)
+        return rows
+
+
+def found(answer: bytes) -> str:
+    return f"{len(json.loads(answer)['items'])} items"
+
+
+@dataclass(frozen=True)
+class HistoryCase:
+    """A search_history row: its query text, and how the bare floor writes its OR query."""
+
+    case: str
+    text: str
+    floor_tsquery: str
+    floor_terms: str
+
+
+def history_cases(words: list[str], extra: list[tuple[str, str]]) -> list[HistoryCase]:
+    """The three frequency bands, as the issue defined their floors, then ``--history-query``.
+
+    An extra text's bare floor uses the product's own OR of its lexemes (``parse_query``),
+    since arbitrary text (CJK, phrases) has no corpus word list to OR.
+    """
+    cases = []
+    for band, ranks in BANDS.items():
+        terms = [words[rank - 1] for rank in ranks]
+        cases.append(
+            HistoryCase(
+                f"{band} terms",
+                " ".join(terms),
+                "to_tsquery('formation_english', %(terms)s)",
+                " | ".join(terms),
+            )
+        )
+    for label, text in extra:
+        try:
+            query = parse_query(text)
+        except InvalidArguments:
+            sys.exit(f"--history-query {label}: the text has no searchable words, or too many.")
+        cases.append(HistoryCase(label, text, "CAST(%(terms)s AS tsquery)", query.tsquery))
+    return cases
+
+
+def open_runs(client: Api, scene: Scene, count: int) -> list[dict]:
+    """Fresh runs of the busy agent (the evidence budget is per run), outside the timing."""
+    body = {
+        "agentId": str(scene.agent.id),
+        "conversationId": str(scene.destination.id),
+        "requesterId": str(scene.requester_id),
+    }
+    return [
+        json.loads(client.call("POST", "/api/v1/runs", scene.service_token, body))
+        for _ in range(count)
+    ]
+
+
+def search_history_rows(
+    harness: Harness,
+    raw: psycopg.Connection,
+    scene: Scene,
+    case: HistoryCase,
+) -> list[Row]:
+    """One search_history query against the bare floor and against the perspective floor."""
+    sql = floor_runner(raw)
+    samples = harness.warm + harness.n + harness.counted
+    runs = {side: open_runs(harness.http, scene, samples) for side in SIDES}
+    bare_sql = BARE_HISTORY_FLOOR.format(tsquery=case.floor_tsquery)
+    bare_params = {
+        "ws": scene.workspace.id,
+        "agent": scene.agent.id,
+        "terms": case.floor_terms,
+        "limit": SEARCH_LIMIT,
+    }
+    # The perspective floor is whatever the product ranks hits with; its scope (memberships,
+    # readers, links) is read here, by hits_statement, outside the timing.
+    (floor_run,) = open_runs(harness.http, scene, 1)
+    run = Run.objects.select_related("conversation").get(id=floor_run["id"])
+    hits_sql, hits_params = hits_statement(
+        Perspective.of_run(run),
+        parse_query(case.text),
+        HistoryFilters(),
+        limit=SEARCH_LIMIT,
+        now=timezone.now(),
     )
-    return row
 
+    def search(transport: Transport, i: int) -> bytes:
+        side = "api" if transport is harness.http else "in_process"
+        body = {"query": case.text, "limit": SEARCH_LIMIT}
+        return transport.call("POST", "/api/v1/history/search", runs[side][i]["token"], body)
 
-def found(answer: object) -> str:
-    return f"{len(answer['items'])} items"
+    bare = Row(
+        "search_history",
+        case.case,
+        note=f"floor: OR query, ts_rank top 20, "
+        f"{planned_workers(raw, bare_sql, bare_params)} parallel workers planned",
+    )
+    perspective = Row(
+        "search_history",
+        f"{case.case}, perspective floor",
+        note=f"floor: hits_statement alone, "
+        f"{planned_workers(raw, hits_sql, hits_params)} parallel workers planned",
+    )
+    return harness.measure(
+        search,
+        [(bare, sql(bare_sql, bare_params)), (perspective, sql(hits_sql, hits_params))],
+        describe=found,
+    )
 
 
 def benchmark(args: argparse.Namespace) -> tuple[list[Row], dict[str, object]]:
     rng = random.Random(args.seed)
-    scene = prepare_scene(args.seed, rng, samples=args.requests + args.warmup)
+    n, warm, counted = args.requests, args.warmup, args.statement_samples
+    scene = prepare_scene(args.seed, rng, samples=n + warm + counted)
     words = corpus_vocabulary(args.seed)
+    cases = history_cases(words, args.history_query)
     # No server-side prepared statements: a generic plan cannot see the search pattern, and
     # Django (client-side binding) never uses one either; the floor gets the same plans.
     raw = psycopg.connect(os.environ["DATABASE_URL"], autocommit=True, prepare_threshold=None)
+    parallel = {
+        name: raw.execute(f"SHOW {name}").fetchone()[0]
+        for name in ("max_parallel_workers_per_gather", "max_parallel_workers")
+    }
+    meter = StatementMeter(os.environ["DATABASE_URL"])
     sql = floor_runner(raw)
     ws, agent = scene.workspace.id, scene.agent.id
     base = {"ws": ws, "agent": agent}
-    n, warm = args.requests, args.warmup
-    log_path = Path(tempfile.gettempdir()) / f"formation-bench-gunicorn-{os.getpid()}.log"
-    log = log_path.open("wb")
+    logs = Path(tempfile.gettempdir()) / f"formation-bench-{os.getpid()}"
+    log = logs.with_suffix(".gunicorn.log").open("wb")
+    local_log = logs.with_suffix(".in-process.log").open("w")
+    own_rss_start = rss_mib()
     # Request logs go to a file, as in production: written, but not to a terminal.
     server = Gunicorn(port=args.port, workers=args.gunicorn_workers, threads=args.threads, log=log)
+    rss_start = server.worker_rss_mib()
     rows: list[Row] = []
     try:
         client = Api(args.port)
-        agent_call = lambda path: client.call("GET", path, scene.agent_token)  # noqa: E731
+        harness = Harness(
+            http=client, local=InProcess(local_log), meter=meter, n=n, warm=warm, counted=counted
+        )
 
-        # search_history: a fresh run per call (the evidence budget is per run), created
-        # outside the timing.
-        for band, ranks in BANDS.items():
-            query = " ".join(words[rank - 1] for rank in ranks)
-            runs = [
-                client.call(
-                    "POST",
-                    "/api/v1/runs",
-                    scene.service_token,
-                    {
-                        "agentId": str(agent),
-                        "conversationId": str(scene.destination.id),
-                        "requesterId": str(scene.requester_id),
-                    },
-                )["token"]
-                for _ in range(n + warm)
-            ]
-            # The floor (the issue's): the bare OR-of-terms query ranked top 20 by ts_rank
-            # over every conversation the agent is a member of, on the same projection.
-            floor = sql(
-                "SELECT d.message_id, ts_rank(d.document, q) AS rank "
-                "FROM message_search_documents AS d, "
-                "     to_tsquery('formation_english', %(terms)s) AS q "
-                "WHERE d.workspace_id = %(ws)s AND d.document @@ q AND d.conversation_id IN ("
-                "SELECT conversation_id FROM messages_app_membership WHERE agent_id = %(agent)s) "
-                "ORDER BY rank DESC LIMIT %(limit)s",
-                {**base, "terms": " | ".join(words[rank - 1] for rank in ranks), "limit": 20},
-            )
-            rows.append(
-                measure(
-                    Row("search_history", f"{band} terms"),
-                    lambda i, runs=runs, query=query: client.call(
-                        "POST", "/api/v1/history/search", runs[i], {"query": query, "limit": 20}
-                    ),
-                    floor,
-                    n=n,
-                    warm=warm,
-                    describe=lambda answer: f"{found(answer)}; floor: OR query, ts_rank top 20",
-                )
-            )
+        def agent_call(path: str) -> Request:
+            return lambda transport, _: transport.call("GET", path, scene.agent_token)
+
+        for case in cases:
+            rows.extend(search_history_rows(harness, raw, scene, case))
 
         mine = MEMBER.format(room="m.conversation_id")
         for band, rank in SUBSTRINGS.items():
@@ -387,18 +731,9 @@ def benchmark(args: argparse.Namespace) -> tuple[list[Row], dict[str, object]]:
                 "ORDER BY m.created_at DESC, m.seq DESC, m.id DESC LIMIT %(limit)s",
                 {**base, "pattern": f"%{needle}%", "limit": SEARCH_LIMIT},
             )
-            api = lambda _, needle=needle: agent_call(  # noqa: E731
-                f"/api/v1/messages/search?query={needle}&limit={SEARCH_LIMIT}"
-            )
-            rows.append(
-                measure(
-                    Row("search_messages", f"{band} substring"),
-                    api,
-                    literal,
-                    n=n,
-                    warm=warm,
-                    describe=found,
-                )
+            search = agent_call(f"/api/v1/messages/search?query={needle}&limit={SEARCH_LIMIT}")
+            rows += harness.measure(
+                search, [(Row("search_messages", f"{band} substring"), literal)], describe=found
             )
 
             def unindexed(i: int, literal=literal) -> object:
@@ -408,16 +743,12 @@ def benchmark(args: argparse.Namespace) -> tuple[list[Row], dict[str, object]]:
                     raw.execute("SET LOCAL max_parallel_workers_per_gather = 0")
                     return literal(i)
 
-            rows.append(
-                measure(
-                    Row("search_messages", f"{band} substring, floor without its index"),
-                    api,
-                    unindexed,
-                    n=max(n // 3, 5),
-                    warm=1,
-                    describe=lambda _: "the API against an unindexed scan",
-                )
+            without_index = Row(
+                "search_messages",
+                f"{band} substring, floor without its index",
+                note="the API against an unindexed scan on one core",
             )
+            rows += harness.measure(search, [(without_index, unindexed)], n=max(n // 3, 5), warm=1)
 
         room = scene.big_room
         page_sql = (
@@ -429,16 +760,12 @@ def benchmark(args: argparse.Namespace) -> tuple[list[Row], dict[str, object]]:
         )
         deep = max(0, min(DEEP_OFFSET, room.live_message_count - PAGE))
         for case, offset in (("first page", 0), (f"offset {deep:,}", deep)):
-            rows.append(
-                measure(
-                    Row("list_messages", case, note=f"{room.live_message_count:,} messages"),
-                    lambda _, offset=offset: agent_call(
-                        f"/api/v1/messages?conversationId={room.id}&limit={PAGE}&offset={offset}"
-                    ),
-                    sql(page_sql, {**base, "room": room.id, "limit": PAGE, "offset": offset}),
-                    n=n,
-                    warm=warm,
-                )
+            page = Row("list_messages", case, note=f"{room.live_message_count:,} messages")
+            rows += harness.measure(
+                agent_call(
+                    f"/api/v1/messages?conversationId={room.id}&limit={PAGE}&offset={offset}"
+                ),
+                [(page, sql(page_sql, {**base, "room": room.id, "limit": PAGE, "offset": offset}))],
             )
         # LATERAL, so the anchor's time bounds the timeline index scan instead of filtering it.
         positional_sql = (
@@ -452,51 +779,59 @@ def benchmark(args: argparse.Namespace) -> tuple[list[Row], dict[str, object]]:
             "AND anchor.workspace_id = %(ws)s AND anchor.deleted_at IS NULL AND "
             + MEMBER.format(room="anchor.conversation_id")
         )
-        rows.append(
-            measure(
-                Row("list_messages", "before an anchor", note="random anchors"),
-                lambda i: agent_call(
-                    f"/api/v1/messages?conversationId={room.id}&limit={PAGE}"
-                    f"&before={scene.anchors[i]}"
-                ),
-                lambda i: sql(
-                    positional_sql,
-                    {**base, "room": room.id, "anchor": scene.anchors[i], "limit": PAGE + 1},
-                )(),
-                n=n,
-                warm=warm,
-            )
+        before = f"/api/v1/messages?conversationId={room.id}&limit={PAGE}&before="
+        rows += harness.measure(
+            lambda transport, i: transport.call(
+                "GET", f"{before}{scene.anchors[i]}", scene.agent_token
+            ),
+            [
+                (
+                    Row("list_messages", "before an anchor", note="random anchors"),
+                    lambda i: sql(
+                        positional_sql,
+                        {**base, "room": room.id, "anchor": scene.anchors[i], "limit": PAGE + 1},
+                    )(),
+                )
+            ],
         )
         get_sql = (
             f"SELECT {SUMMARY} FROM messages_app_message AS m WHERE m.id = %(id)s "
             f"AND m.workspace_id = %(ws)s AND m.deleted_at IS NULL AND {mine}"
         )
-        rows.append(
-            measure(
-                Row("get_message", "by id", note="random visible messages"),
-                lambda i: agent_call(f"/api/v1/messages/{scene.message_ids[i]}"),
-                lambda i: sql(get_sql, {**base, "id": scene.message_ids[i]})(),
-                n=n,
-                warm=warm,
-            )
+        rows += harness.measure(
+            lambda transport, i: transport.call(
+                "GET", f"/api/v1/messages/{scene.message_ids[i]}", scene.agent_token
+            ),
+            [
+                (
+                    Row("get_message", "by id", note="random visible messages"),
+                    lambda i: sql(get_sql, {**base, "id": scene.message_ids[i]})(),
+                )
+            ],
         )
-        rows.append(bulk_ingest(client, raw, scene, words, rng, args))
-        rss = server.worker_rss_mib()
+        rows.append(bulk_ingest(harness, raw, scene, words, rng, args))
+        rss_end = server.worker_rss_mib()
     finally:
         server.stop()
         raw.close()
+        meter.close()
         log.close()
+        local_log.close()
     context = {
         "messages": Message.objects.count(),
         "workspace": scene.workspace.slug,
         "big_room": room.live_message_count,
-        "rss": rss,
+        "rss_start": rss_start,
+        "rss_end": rss_end,
+        "own_rss": (own_rss_start, rss_mib()),
+        "parallel": parallel,
+        "own_calls": meter.own_calls,
     }
     return rows, context
 
 
 def bulk_ingest(
-    client: Api,
+    harness: Harness,
     raw: psycopg.Connection,
     scene: Scene,
     words: list[str],
@@ -505,15 +840,17 @@ def bulk_ingest(
 ) -> Row:
     """POST .../messages/bulk against reserving seqs and one INSERT ... SELECT FROM unnest."""
     size = args.bulk_size
-    token = scene.service_token
+    client, token = harness.http, scene.service_token
     stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
     rooms = []
     for side in ("api", "floor"):
-        room = client.call(
-            "POST",
-            "/api/v1/conversations",
-            token,
-            {"kind": "private", "title": f"bench ingest {side} {stamp}"},
+        room = json.loads(
+            client.call(
+                "POST",
+                "/api/v1/conversations",
+                token,
+                {"kind": "private", "title": f"bench ingest {side} {stamp}"},
+            )
         )
         client.call(
             "POST",
@@ -527,23 +864,26 @@ def bulk_ingest(
     def text() -> str:
         return " ".join(rng.choices(words[:5_000], k=rng.randint(5, 40))).capitalize() + "."
 
-    requests = max(3, args.requests // 3)
-    # Built before the clock starts, for both sides alike.
+    requests, warm, counted = max(3, args.requests // 3), 1, 1
+    # Built and encoded before the clock starts, for every side alike. HTTP and in-process
+    # post the same batches into the same room, one after the other.
     api_batches = [
-        {
-            "messages": [
-                {"senderUserId": str(scene.sender_id), "content": text()} for _ in range(size)
-            ]
-        }
-        for _ in range(requests + 1)
+        encoded(
+            {
+                "messages": [
+                    {"senderUserId": str(scene.sender_id), "content": text()} for _ in range(size)
+                ]
+            }
+        )
+        for _ in range(warm + requests + counted)
     ]
     floor_batches = [
         ([uuid.uuid4() for _ in range(size)], [text() for _ in range(size)])
-        for _ in range(requests + 1)
+        for _ in range(warm + requests + counted)
     ]
 
-    def api(i: int) -> None:
-        client.call(
+    def api(transport: Transport, i: int) -> bytes:
+        return transport.call(
             "POST", f"/api/v1/conversations/{api_room}/messages/bulk", token, api_batches[i]
         )
 
@@ -574,40 +914,81 @@ def bulk_ingest(
                 },
             )
 
-    return measure(
-        Row("bulk ingest", f"{size:,} messages per request", note="text built outside timing"),
-        api,
-        floor,
-        n=requests,
-        warm=1,
-    )
+    row = Row("bulk ingest", f"{size:,} messages per request", note="text built outside timing")
+    (row,) = harness.measure(api, [(row, floor)], n=requests, warm=warm, counted=counted)
+    return row
+
+
+def count_cell(statements: dict[str, float]) -> str:
+    """``API / floor`` statements per request; the in-process count only where it differs."""
+
+    def number(value: float) -> str:
+        return f"{value:.0f}" if value == round(value) else f"{value:.1f}"
+
+    api = number(statements["api"])
+    if statements["in_process"] != statements["api"]:
+        api += f" (in-process {number(statements['in_process'])})"
+    return f"{api} / {number(statements['floor'])}"
+
+
+def rss_text(sizes: dict[int, float]) -> str:
+    return ", ".join(f"{size:.0f}" for size in sizes.values())
 
 
 def report(rows: list[Row], context: dict[str, object], args: argparse.Namespace) -> str:
     load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    rss = ", ".join(f"{size:.0f}" for size in context["rss"])
+    start, end = context["rss_start"], context["rss_end"]
+    replaced = "" if set(start) == set(end) else " (a worker was replaced during the run)"
+    own_start, own_end = context["own_rss"]
+    parallel = context["parallel"]
     lines = [
         f"Corpus seed {args.seed}: {context['messages']:,} messages; busy agent of "
         f"`{context['workspace']}`; list_messages reads its largest room "
         f"({context['big_room']:,} live messages).",
         f"gunicorn: {args.gunicorn_workers} gthread workers x {args.threads} threads; "
-        f"{args.requests} timed requests per row after {args.warmup} warm-up; sequential "
-        f"client on loopback; load average at the end {load}. Worker RSS (MiB): {rss}.",
+        f"{args.requests} timed requests per row after {args.warmup} warm-up, API, in-process "
+        f"and floor interleaved request by request (A B B A); sequential client on loopback; "
+        f"load average at the end {load}.",
+        f"PostgreSQL: max_parallel_workers_per_gather = "
+        f"{parallel['max_parallel_workers_per_gather']}, max_parallel_workers = "
+        f"{parallel['max_parallel_workers']}; statements per request from pg_stat_statements "
+        f"over {args.statement_samples} more untimed requests per side (bulk ingest: 1), "
+        f"one side at a time.",
+        f"Worker RSS (MiB): {rss_text(end)}; at the start {rss_text(start)}{replaced}. "
+        f"This process (in-process side): {own_start:.0f} at the start, {own_end:.0f} at the end.",
         "",
-        "| tool | case | API p50 | p95 | p99 | floor p50 | p95 | p99 | API/floor | note |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|---|",
+        "| tool | case | API p50 | p95 | p99 | in-process p50 | floor p50 | p95 | p99 "
+        "| ratio (median of pairs) | ratio of medians | statements/request | note |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|",
     ]
     for row in rows:
         api = [percentile(row.api, q) for q in (0.5, 0.95, 0.99)]
         floor = [percentile(row.floor, q) for q in (0.5, 0.95, 0.99)]
-        ratio = statistics.median(row.api) / statistics.median(row.floor)
-        cells = [f"{value:.1f}" for value in (*api, *floor)]
+        cells = [f"{value:.1f}" for value in (*api, percentile(row.in_process, 0.5), *floor)]
+        pairs = row.pair_ratios()
+        ratio = f"{statistics.median(pairs):.1f}x (p95 {percentile(pairs, 0.95):.1f}x)"
+        of_medians = statistics.median(row.api) / statistics.median(row.floor)
         lines.append(
-            f"| {row.tool} | {row.case} | {' | '.join(cells)} | {ratio:.1f}x | {row.note} |"
+            f"| {row.tool} | {row.case} | {' | '.join(cells)} | {ratio} | {of_medians:.1f}x "
+            f"| {count_cell(row.statements)} | {row.note} |"
         )
-    lines.append("")
-    lines.append("Times in milliseconds, nearest-rank percentiles; the ratio is of the medians.")
+    lines += [
+        "",
+        "Times in milliseconds, nearest-rank percentiles. API: HTTP through gunicorn; "
+        "in-process: the same request through the WSGI application in the benchmark's process; "
+        "the ratios are API over floor. Statements: top-level SQL statements the server ran per "
+        "request (BEGIN, COMMIT, SAVEPOINT and SET included), API / floor, the in-process count "
+        "shown where it differs from the API's.",
+    ]
     return "\n".join(lines) + "\n"
+
+
+def history_query(value: str) -> tuple[str, str]:
+    """``label=text`` for ``--history-query``."""
+    label, sign, text = value.partition("=")
+    if not sign or not label.strip() or not text.strip():
+        raise argparse.ArgumentTypeError("expected label=text, both non-empty")
+    return label.strip(), text
 
 
 def main() -> None:
@@ -620,6 +1001,20 @@ def main() -> None:
     )
     parser.add_argument("--requests", type=int, default=30, help="Timed requests per row.")
     parser.add_argument("--warmup", type=int, default=3, help="Untimed requests per row first.")
+    parser.add_argument(
+        "--statement-samples",
+        type=int,
+        default=3,
+        help="Untimed requests per side and row whose SQL statements are counted (default 3).",
+    )
+    parser.add_argument(
+        "--history-query",
+        type=history_query,
+        action="append",
+        default=[],
+        metavar="LABEL=TEXT",
+        help="An extra search_history row for this query text, named LABEL (repeatable).",
+    )
     parser.add_argument("--bulk-size", type=int, default=1_000, help="Messages per bulk request.")
     parser.add_argument(
         "--port", type=int, default=0, help="Loopback port for gunicorn (default: a free one)."
@@ -628,6 +1023,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="Threads per gunicorn worker.")
     parser.add_argument("--output", type=Path, help="Write the Markdown table here too.")
     args = parser.parse_args()
+    if args.requests < 1 or args.warmup < 0 or args.statement_samples < 1:
+        parser.error("--requests and --statement-samples must be at least 1, --warmup at least 0")
     if not args.port:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))

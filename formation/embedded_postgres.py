@@ -52,6 +52,10 @@ SERVER_SETTINGS = {
     # Failing statements are not echoed into the server log: they carry message text.
     "log_min_error_statement": "panic",
     "log_error_verbosity": "terse",
+    # Per-statement counts (bench/benchmark.py reads round trips per request from them),
+    # BEGIN, COMMIT, SAVEPOINT and SET included.
+    "shared_preload_libraries": "pg_stat_statements",
+    "pg_stat_statements.track_utility": "on",
 }
 
 INSTALL_HINT = (

@@ -269,3 +269,10 @@ def test_run_with_database_url_set_starts_no_cluster(throwaway_project):
 def test_run_needs_a_command(capsys):
     assert embedded_postgres.main(["embedded_postgres", "run", "--"]) == 2
     assert "usage:" in capsys.readouterr().out
+
+
+def test_server_options_preload_pg_stat_statements_with_utility_statements(tmp_path):
+    """bench/benchmark.py counts a request's round trips, BEGIN and COMMIT included, there."""
+    options = embedded_postgres.server_options(tmp_path, 55432).split()
+    assert "shared_preload_libraries=pg_stat_statements" in options
+    assert "pg_stat_statements.track_utility=on" in options
