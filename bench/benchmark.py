@@ -9,7 +9,7 @@ this database does not hold it yet), as the corpus's busy agent, every row does 
 work three ways:
 
 - **API**: an HTTP request over one keep-alive loopback connection to gunicorn
-  (``formation.wsgi:application``, gthread workers), timed from sending the request to reading
+  (``formation/gunicorn_conf.py``: its asyncio workers), timed from sending the request to reading
   the whole answer: HTTP, routing, token lookup, validation, SQL, serialisation.
 - **in-process**: the same request handed to the same WSGI application inside this process
   (Django's handler, every middleware, the request signals, the connection pool): Python and SQL
@@ -106,7 +106,7 @@ from messages_app.models import (  # noqa: E402
     TokenKind,
     Workspace,
 )
-from messages_app.services import token_create  # noqa: E402
+from messages_app.services import account_create, token_create, workspace_create  # noqa: E402
 from search_app.perspective import Perspective  # noqa: E402
 from search_app.queries import HistoryFilters, hits_statement  # noqa: E402
 from search_app.text import parse_query  # noqa: E402
@@ -115,6 +115,7 @@ from search_app.text import parse_query  # noqa: E402
 BANDS = {"rare": (15_000, 12_000, 9_000), "mid": (300, 250, 200), "common": (2, 3, 5)}
 SUBSTRINGS = {"rare": 15_000, "common": 1}
 PAGE = 50
+INGEST_WORKSPACE = "bench-ingest"
 DEEP_OFFSET = 100_000  # list_messages' largest offset
 SEARCH_LIMIT = 20
 SUMMARY = (
@@ -357,29 +358,31 @@ class StatementMeter:
 
 
 class Gunicorn:
-    """A gunicorn master with gthread workers on loopback, stopped by its process id."""
+    """gunicorn with the production configuration (``formation/gunicorn_conf.py``: its worker
+    class, deadlines and logging) on loopback, with the benchmark's worker and thread counts;
+    stopped by its process id."""
 
     def __init__(self, *, port: int, workers: int, threads: int, log: IO[bytes]) -> None:
         self.process = subprocess.Popen(
             [
                 str(Path(sys.executable).with_name("gunicorn")),
-                "formation.wsgi:application",
-                "--bind",
-                f"127.0.0.1:{port}",
-                "--workers",
-                str(workers),
-                "--worker-class",
-                "gthread",
-                "--threads",
-                str(threads),
-                "--log-level",
-                "warning",
-                # The other sides run between API calls; keep the client's connection open.
-                "--keep-alive",
-                "300",
+                "--config",
+                "python:formation.gunicorn_conf",
             ],
             cwd=ROOT,
-            env={**os.environ, "DEBUG": "0"},
+            env={
+                **os.environ,
+                "DEBUG": "0",
+                "LOG_LEVEL": "WARNING",
+                "GUNICORN_BIND": f"127.0.0.1:{port}",
+                "WEB_CONCURRENCY": str(workers),
+                "GUNICORN_THREADS": str(threads),
+                # The other sides run between API calls; keep the client's connection open.
+                "GUNICORN_KEEPALIVE": "300",
+                # Capacity, not throttling, is measured: one agent token makes every request.
+                "RATE_LIMIT_AGENT": "off",
+                "RATE_LIMIT_SERVICE": "off",
+            },
             stdout=log,
             stderr=subprocess.STDOUT,
         )
@@ -838,9 +841,19 @@ def bulk_ingest(
     rng: random.Random,
     args: argparse.Namespace,
 ) -> Row:
-    """POST .../messages/bulk against reserving seqs and one INSERT ... SELECT FROM unnest."""
+    """POST .../messages/bulk against reserving seqs and one INSERT ... SELECT FROM unnest.
+
+    Into a workspace of the benchmark's own, never the busy agent's: tens of thousands of
+    ingested messages would otherwise become the newest rows of the workspace every other row
+    reads newest first, and change what the next run measures.
+    """
     size = args.bulk_size
-    client, token = harness.http, scene.service_token
+    client = harness.http
+    workspace = Workspace.objects.filter(slug=INGEST_WORKSPACE).first() or workspace_create(
+        slug=INGEST_WORKSPACE
+    )
+    sender = account_create(workspace_id=workspace.id, display_name="Bench ingest sender")
+    _, token = token_create(workspace_id=workspace.id, kind=TokenKind.SERVICE)
     stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
     rooms = []
     for side in ("api", "floor"):
@@ -856,7 +869,7 @@ def bulk_ingest(
             "POST",
             f"/api/v1/conversations/{room['id']}/members",
             token,
-            {"accountId": str(scene.sender_id)},
+            {"accountId": str(sender.id)},
         )
         rooms.append(room["id"])
     api_room, floor_room = rooms
@@ -869,11 +882,7 @@ def bulk_ingest(
     # post the same batches into the same room, one after the other.
     api_batches = [
         encoded(
-            {
-                "messages": [
-                    {"senderUserId": str(scene.sender_id), "content": text()} for _ in range(size)
-                ]
-            }
+            {"messages": [{"senderUserId": str(sender.id), "content": text()} for _ in range(size)]}
         )
         for _ in range(warm + requests + counted)
     ]
@@ -905,10 +914,10 @@ def bulk_ingest(
                 "FROM unnest(%(ids)s::uuid[], %(contents)s::text[]) WITH ORDINALITY "
                 "AS i(id, content, n)",
                 {
-                    "ws": scene.workspace.id,
+                    "ws": workspace.id,
                     "room": floor_room,
                     "first": last - size + 1,
-                    "sender": scene.sender_id,
+                    "sender": sender.id,
                     "ids": ids,
                     "contents": contents,
                 },
@@ -945,7 +954,8 @@ def report(rows: list[Row], context: dict[str, object], args: argparse.Namespace
         f"Corpus seed {args.seed}: {context['messages']:,} messages; busy agent of "
         f"`{context['workspace']}`; list_messages reads its largest room "
         f"({context['big_room']:,} live messages).",
-        f"gunicorn: {args.gunicorn_workers} gthread workers x {args.threads} threads; "
+        f"gunicorn (formation/gunicorn_conf.py): {args.gunicorn_workers} workers x "
+        f"{args.threads} threads; "
         f"{args.requests} timed requests per row after {args.warmup} warm-up, API, in-process "
         f"and floor interleaved request by request (A B B A); sequential client on loopback; "
         f"load average at the end {load}.",

@@ -11,9 +11,11 @@ import hashlib
 import uuid
 from dataclasses import dataclass
 
+from django.db import connection
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
 
+from formation.db_timeouts import claim_statement_timeout
 from formation.errors import Forbidden, Unauthenticated
 from messages_app.models import ApiToken, TokenKind
 
@@ -48,10 +50,43 @@ def token_digest(raw_token: str) -> str:
     return hashlib.sha256(raw_token.encode("utf-8")).hexdigest()
 
 
+# One statement per request: the token, and the request's statement timeout if one is pending
+# (formation/db_timeouts.py), so bounding the request costs no round trip of its own. The LEFT
+# JOIN answers one row even for an unknown token, so set_config runs either way.
+_TOKEN = f"""
+    SELECT set_config('statement_timeout', %(timeout)s, false), t.id, t.workspace_id, t.kind,
+           t.agent_id, t.run_id
+    FROM (SELECT 1) AS one
+    LEFT JOIN {ApiToken._meta.db_table} AS t ON t.digest = %(digest)s AND t.revoked_at IS NULL
+"""
+_TOKEN_ALONE = f"""
+    SELECT t.id, t.workspace_id, t.kind, t.agent_id, t.run_id
+    FROM {ApiToken._meta.db_table} AS t WHERE t.digest = %(digest)s AND t.revoked_at IS NULL
+"""
+
+
+def _caller_of(digest: str) -> Caller | None:
+    """The live token with this digest as a ``Caller``, or None."""
+    timeout = claim_statement_timeout()
+    with connection.cursor() as cursor:
+        if timeout is None:
+            cursor.execute(_TOKEN_ALONE, {"digest": digest})
+            row = cursor.fetchone()
+        else:
+            cursor.execute(_TOKEN, {"digest": digest, "timeout": timeout})
+            row = cursor.fetchone()[1:]
+    if row is None or row[0] is None:
+        return None
+    token_id, workspace_id, kind, agent_id, run_id = row
+    return Caller(
+        token_id=token_id, workspace_id=workspace_id, kind=kind, agent_id=agent_id, run_id=run_id
+    )
+
+
 class BearerTokenAuthentication(BaseAuthentication):
     keyword = "Bearer"
 
-    def authenticate(self, request) -> tuple[Caller, ApiToken] | None:
+    def authenticate(self, request) -> tuple[Caller, Caller] | None:
         header = request.META.get("HTTP_AUTHORIZATION", "")
         if not header:
             return None
@@ -65,21 +100,10 @@ class BearerTokenAuthentication(BaseAuthentication):
             or not raw_token.isprintable()
         ):
             raise Unauthenticated()
-        token = (
-            ApiToken.objects.filter(digest=token_digest(raw_token), revoked_at__isnull=True)
-            .only("id", "workspace_id", "kind", "agent_id", "run_id")
-            .first()
-        )
-        if token is None:
+        caller = _caller_of(token_digest(raw_token))
+        if caller is None:
             raise Unauthenticated()
-        caller = Caller(
-            token_id=token.id,
-            workspace_id=token.workspace_id,
-            kind=token.kind,
-            agent_id=token.agent_id,
-            run_id=token.run_id,
-        )
-        return caller, token
+        return caller, caller
 
     def authenticate_header(self, request) -> str:
         return 'Bearer realm="api"'

@@ -1,12 +1,18 @@
 """A PostgreSQL ``statement_timeout`` for API requests, and only for them.
 
-Why a middleware rather than a connection option (``options=-c statement_timeout=…``): an
+Why per request rather than a connection option (``options=-c statement_timeout=…``): an
 option would bind every statement of the process, so it would have to be kept out of
 ``migrate``, ``rebuild_search_documents`` and the admin by knowing which process is which, and
 a pooled connection keeps its options for life. Here the timeout is set on the request's
-connection (``SET``, committed at once: no transaction is open yet, as ``ATOMIC_REQUESTS`` is
-off) before the view runs and reset after it, so management commands, the admin and the
-health probes never see it. The price is two short round trips per API request.
+connection before the view's first statement and reset after it, so management commands, the
+admin and the health probes never see it, and the pool lends every request a clean session.
+
+It costs no round trip of its own to set: ``set_statement_timeout`` only records the value,
+and the request's first statement carries it (``claim_statement_timeout``: the token look-up
+reads it into its own statement as ``set_config``, session level, because the view's
+transactions open and close after it). Any other first statement gets a ``SET`` of its own
+just before it (``apply_pending_timeout``), so no statement of the request ever runs
+unbounded. The reset is one short round trip at the end.
 
 A cancelled statement raises ``psycopg.errors.QueryCanceled`` (an ``OperationalError``), which
 ``formation.errors`` answers as 503 ``unavailable``.
@@ -15,7 +21,8 @@ A cancelled statement raises ``psycopg.errors.QueryCanceled`` (an ``OperationalE
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from django.conf import settings
 from django.db import DatabaseError, connection
@@ -26,12 +33,36 @@ from formation.errors import Unavailable, api_error_response
 logger = logging.getLogger("formation.db")
 
 API_PREFIX = "/api/"
+# Where the value waits on the connection (Django's wrapper, one per thread; ``connection``
+# forwards attributes to it) until a statement carries it.
+PENDING = "formation_pending_statement_timeout"
 
 
 def set_statement_timeout(milliseconds: int) -> None:
-    """Session-level (``false``): it must outlive the transactions the view opens and closes."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT set_config('statement_timeout', %s, false)", [f"{milliseconds}ms"])
+    """Bound every statement from the next one on: recorded now, sent with that statement.
+
+    The connection is taken now (from the pool: no round trip), so a database that cannot be
+    reached answers before the view runs."""
+    connection.ensure_connection()
+    setattr(connection, PENDING, f"{milliseconds}ms")
+
+
+def claim_statement_timeout() -> str | None:
+    """The value to send with the statement about to run (``set_config(..., false)``), if one
+    is pending; the caller's statement then carries it, so nothing else will."""
+    pending = getattr(connection, PENDING, None)
+    if pending is not None:
+        setattr(connection, PENDING, None)
+    return pending
+
+
+def apply_pending_timeout(execute, sql, params, many, context):
+    """An execute wrapper: a statement that finds the timeout still pending sets it first."""
+    pending = claim_statement_timeout()
+    if pending is not None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('statement_timeout', %s, false)", [pending])
+    return execute(sql, params, many, context)
 
 
 def reset_statement_timeout() -> None:
@@ -41,6 +72,7 @@ def reset_statement_timeout() -> None:
     handed, still limited, to the next user of the pool. Inside an enclosing transaction (only
     tests wrap requests in one) the SET belongs to it, and its rollback undoes both.
     """
+    setattr(connection, PENDING, None)
     if connection.connection is None:
         return
     try:
@@ -52,6 +84,17 @@ def reset_statement_timeout() -> None:
         logger.warning("statement_timeout reset failed; discarding the connection")
         connection.connection.close()
         connection.close()
+
+
+@contextmanager
+def api_statement_timeout(milliseconds: int) -> Iterator[None]:
+    """Every statement inside the block bounded by ``milliseconds``, reset after it."""
+    set_statement_timeout(milliseconds)
+    try:
+        with connection.execute_wrapper(apply_pending_timeout):
+            yield
+    finally:
+        reset_statement_timeout()
 
 
 class StatementTimeoutMiddleware:
@@ -67,10 +110,10 @@ class StatementTimeoutMiddleware:
         try:
             set_statement_timeout(milliseconds)
         except DatabaseError as error:
-            # The first statement of the request: this is where an outage shows up first.
             logger.warning("database unavailable: %s", type(error).__name__)
             return api_error_response(Unavailable())
         try:
-            return self.get_response(request)
+            with connection.execute_wrapper(apply_pending_timeout):
+                return self.get_response(request)
         finally:
             reset_statement_timeout()

@@ -50,7 +50,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from formation.auth import Caller, IsAgentOrRunToken
-from formation.db_timeouts import reset_statement_timeout, set_statement_timeout
+from formation.db_timeouts import api_statement_timeout
 from formation.errors import (
     ApiError,
     InvalidArguments,
@@ -120,13 +120,12 @@ def _as_api_request(work: Callable[[], T]) -> T:
     here to recycle it, and an idle pooled thread may exit with it still open.
     """
     try:
-        if settings.API_STATEMENT_TIMEOUT_MS:
-            set_statement_timeout(settings.API_STATEMENT_TIMEOUT_MS)
-        return work()
+        if not settings.API_STATEMENT_TIMEOUT_MS:
+            return work()
+        # A pooled connection goes back without this request's limit.
+        with api_statement_timeout(settings.API_STATEMENT_TIMEOUT_MS):
+            return work()
     finally:
-        # A pooled connection must go back without this request's limit.
-        if settings.API_STATEMENT_TIMEOUT_MS:
-            reset_statement_timeout()
         connections.close_all()
 
 

@@ -128,11 +128,17 @@ if DATABASE_POOL and env_int("CONN_MAX_AGE", 0):
         "unset CONN_MAX_AGE, or set DATABASE_POOL=0 to use it instead of the pool."
     )
 CONN_MAX_AGE = 0 if DATABASE_POOL else env_int("CONN_MAX_AGE", 60)
+# Without the pool, Django checks a reused connection once per request. With it, no check: it
+# would be a round trip on every request, and a connection the server dropped (a restart)
+# fails its first statement with 503 ``unavailable``, after which the pool discards it.
+CONN_HEALTH_CHECKS = not DATABASE_POOL
 
 if os.environ.get("DATABASE_URL"):
     DATABASES = {
         "default": dj_database_url.parse(
-            os.environ["DATABASE_URL"], conn_max_age=CONN_MAX_AGE, conn_health_checks=True
+            os.environ["DATABASE_URL"],
+            conn_max_age=CONN_MAX_AGE,
+            conn_health_checks=CONN_HEALTH_CHECKS,
         )
     }
 else:
@@ -146,7 +152,7 @@ else:
         "default": {
             **_cluster.connection_settings(),
             "CONN_MAX_AGE": CONN_MAX_AGE,
-            "CONN_HEALTH_CHECKS": True,
+            "CONN_HEALTH_CHECKS": CONN_HEALTH_CHECKS,
         }
     }
 
