@@ -257,7 +257,8 @@ def hits_statement(
     WITH {scope_ctes()},
     requester_rooms AS MATERIALIZED (
         SELECT conversation_id FROM messages_app_membership
-        WHERE account_id = %(p_requester)s AND left_at IS NULL
+        WHERE workspace_id = %(p_workspace)s AND account_id = %(p_requester)s
+          AND left_at IS NULL
     ), matches AS MATERIALIZED (
         SELECT classified.id, classified.created_at, classified.reason,
                row_number() OVER () AS position,
