@@ -147,35 +147,47 @@ def _same_person(account: str) -> str:
     """
 
 
-def _permitted_condition() -> str:
-    """Rule 3 for conversation ``c``, for the destination of the statement's ``run``.
+def _permitted_rooms() -> str:
+    """Rule 3: the conversations of the workspace whose audience permits the destination of
+    the statement's ``run``, as one set built from the memberships of D's readers.
 
     Written for every kind of destination at once (its kind is a value of ``run``), so the
-    run's row and its scope are read by one statement before the kind is known. A public S
-    permits every D of the workspace. A direct S needs exactly one current human reader, who is
-    D's one reader or an account joined to that reader by one live link (``direct_continuity``
-    is empty unless D is direct with exactly one reader, and then no S qualifies). A private S
-    needs every reader of D to read it now (an unknown D's readership satisfies no subset
-    test). An ``unknown`` S appears in no branch: withheld for every destination.
+    run's row and its scope are read by one statement before the kind is known:
+
+    - a public S permits every D of the workspace;
+    - a private S needs every reader of D to read it now: the rooms where all of D's readers
+      are current members (all private rooms when D has no reader; none for an unknown D,
+      whose readership satisfies no subset test);
+    - a direct S needs exactly one current human reader, who is D's one reader or an account
+      joined to that reader by one live link (``direct_continuity`` is empty unless D is
+      direct with exactly one reader, and then no S qualifies);
+    - an ``unknown`` S appears in no branch: withheld for every destination.
     """
-    current_reader = (
-        f"SELECT 1 FROM {MEMBERSHIPS} AS s WHERE s.conversation_id = c.id "
-        "AND s.account_id IS NOT NULL AND s.left_at IS NULL"
-    )
     return f"""
-        c.kind = '{PUBLIC}'
-        OR (c.kind = '{DIRECT}'
-            AND EXISTS (SELECT 1 FROM direct_continuity)
-            AND (SELECT count(DISTINCT s.account_id) FROM {MEMBERSHIPS} AS s
-                 WHERE s.conversation_id = c.id AND s.account_id IS NOT NULL
-                   AND s.left_at IS NULL) = 1
-            AND EXISTS ({current_reader}
-                        AND s.account_id IN (SELECT account_id FROM direct_continuity)))
-        OR (c.kind = '{PRIVATE}'
-            AND (SELECT destination_kind FROM run) <> '{UNKNOWN}'
-            AND NOT EXISTS (
-                SELECT 1 FROM destination_readers AS r
-                WHERE NOT EXISTS ({current_reader} AND s.account_id = r.account_id)))"""
+        SELECT c.id FROM {CONVERSATIONS} AS c
+        WHERE c.workspace_id = %(p_workspace)s AND c.kind = '{PUBLIC}'
+        UNION ALL
+        SELECT c.id FROM {CONVERSATIONS} AS c
+        WHERE c.workspace_id = %(p_workspace)s AND c.kind = '{PRIVATE}'
+          AND (SELECT destination_kind FROM run) <> '{UNKNOWN}'
+          AND NOT EXISTS (SELECT 1 FROM destination_readers)
+        UNION ALL
+        SELECT s.conversation_id FROM {MEMBERSHIPS} AS s
+        JOIN {CONVERSATIONS} AS c ON c.id = s.conversation_id AND c.kind = '{PRIVATE}'
+        WHERE s.workspace_id = %(p_workspace)s AND s.left_at IS NULL
+          AND s.account_id IN (SELECT account_id FROM destination_readers)
+          AND (SELECT destination_kind FROM run) <> '{UNKNOWN}'
+        GROUP BY s.conversation_id
+        HAVING count(DISTINCT s.account_id) = (SELECT count(*) FROM destination_readers)
+        UNION ALL
+        SELECT c.id FROM {CONVERSATIONS} AS c
+        WHERE c.workspace_id = %(p_workspace)s AND c.kind = '{DIRECT}'
+          AND c.id IN (SELECT s.conversation_id FROM {MEMBERSHIPS} AS s
+                       WHERE s.workspace_id = %(p_workspace)s AND s.left_at IS NULL
+                         AND s.account_id IN (SELECT account_id FROM direct_continuity))
+          AND (SELECT count(DISTINCT s.account_id) FROM {MEMBERSHIPS} AS s
+               WHERE s.conversation_id = c.id AND s.account_id IS NOT NULL
+                 AND s.left_at IS NULL) = 1"""
 
 
 def scope_statement(lock: str | None) -> str:
@@ -211,7 +223,8 @@ def scope_statement(lock: str | None) -> str:
           AND (SELECT destination_kind FROM run) = '{PUBLIC}'
         UNION
         SELECT m.account_id FROM {MEMBERSHIPS} AS m
-        WHERE m.conversation_id = (SELECT destination_id FROM run)
+        WHERE m.workspace_id = %(p_workspace)s
+          AND m.conversation_id = (SELECT destination_id FROM run)
           AND m.account_id IS NOT NULL AND m.left_at IS NULL
           AND (SELECT destination_kind FROM run) <> '{PUBLIC}'
     ), direct_reader AS MATERIALIZED (
@@ -222,12 +235,10 @@ def scope_statement(lock: str | None) -> str:
         SELECT account_id FROM ({_same_person("(SELECT account_id FROM direct_reader)")})
             AS person
         WHERE account_id IS NOT NULL
-    ), permitted AS MATERIALIZED (
-        SELECT c.id FROM {CONVERSATIONS} AS c
-        WHERE c.workspace_id = %(p_workspace)s AND ({_permitted_condition()})
+    ), permitted AS MATERIALIZED ({_permitted_rooms()}
     ), agent_memberships AS MATERIALIZED (
         SELECT conversation_id, joined_at, left_at FROM {MEMBERSHIPS}
-        WHERE agent_id = (SELECT agent_id FROM run)
+        WHERE workspace_id = %(p_workspace)s AND agent_id = (SELECT agent_id FROM run)
     ), observed_intervals AS (
         SELECT * FROM agent_memberships
         WHERE conversation_id IN (SELECT id FROM permitted)

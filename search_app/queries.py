@@ -229,12 +229,12 @@ def hits_statement(
 
     ``matches`` is every match within the caller's filters, classified in one pass over the
     projection (no message rows read); ``excluded`` counts the first ``EXCLUSION_SCAN`` of them
-    by reason, telling a drifted projection row (``deleted``) by its canonical message;
-    ``frequency`` turns the eligible ones' term flags into document frequencies; ``scored``
-    ranks them on everything but closeness; ``leaders`` and ``contenders`` add closeness where it
-    can matter; ``page`` reads the best from the canonical messages and checks every rule
-    again; ``nearby`` finds their neighbours. One result set answers all of it, tagged by
-    ``kind``.
+    by reason, telling a drifted projection row (``deleted``) by its canonical message, and
+    whether more existed; ``weights`` turns the eligible ones' term flags into document
+    frequencies; ``partial`` scores them on everything but closeness; ``leaders`` and
+    ``contenders`` add closeness where it can matter; ``page`` reads the best from the
+    canonical messages and checks every rule again; ``nearby`` finds their neighbours. One
+    result set answers all of it, tagged by ``kind``.
     """
     terms = range(len(query.lexemes))
     fetch = limit + RECHECK_MARGIN
@@ -261,12 +261,17 @@ def hits_statement(
           AND left_at IS NULL
     ), matches AS MATERIALIZED (
         SELECT classified.id, classified.created_at, classified.reason,
-               row_number() OVER () AS position,
-               COALESCE(classified.sender_account_id IN
-                        (SELECT account_id FROM requester_accounts), false)::int AS actor,
-               (classified.conversation_id = %(p_destination)s)::int AS same_conversation,
-               (classified.conversation_id IN
-                    (SELECT conversation_id FROM requester_rooms))::int AS participation
+               CASE WHEN classified.reason IS NULL THEN
+                   COALESCE(classified.sender_account_id IN
+                            (SELECT account_id FROM requester_accounts), false)::int
+               END AS actor,
+               CASE WHEN classified.reason IS NULL THEN
+                   (classified.conversation_id = %(p_destination)s)::int
+               END AS same_conversation,
+               CASE WHEN classified.reason IS NULL THEN
+                   (classified.conversation_id IN
+                        (SELECT conversation_id FROM requester_rooms))::int
+               END AS participation
                {flags}
         FROM (
             SELECT d.message_id AS id, d.conversation_id, d.created_at, d.sender_account_id,
@@ -278,19 +283,18 @@ def hits_statement(
                   {_filter_sql(filters)}
         ) AS classified
     ), excluded AS (
-        SELECT CASE WHEN x.position > %(x_scan)s THEN '{MORE_MATCHES}'
-                    WHEN x.reason IN {CONVERSATION_REASONS} THEN x.reason
+        SELECT CASE WHEN x.reason IN {CONVERSATION_REASONS} THEN x.reason
                     WHEN NOT EXISTS (SELECT 1 FROM {MESSAGES} AS live
                                      WHERE live.id = x.id AND live.deleted_at IS NULL)
                         THEN 'deleted'
                     ELSE x.reason END AS reason
-        FROM matches AS x
-        WHERE x.position <= %(x_scan)s + 1
-    ), eligible AS (
-        SELECT * FROM matches WHERE reason IS NULL
+        FROM (SELECT * FROM matches LIMIT %(x_scan)s) AS x
+        UNION ALL
+        SELECT '{MORE_MATCHES}' FROM (SELECT 1 FROM matches OFFSET %(x_scan)s LIMIT 1) AS more
     ), weights AS (
         SELECT {rarities}
-        FROM (SELECT count(*)::float8 AS matches, {frequencies} FROM eligible) AS frequency
+        FROM (SELECT count(*)::float8 AS matches, {frequencies}
+              FROM matches WHERE reason IS NULL) AS frequency
     ), partial AS MATERIALIZED (
         SELECT s.*,
                {WEIGHTS["text"] * COVERAGE_SHARE} * s.coverage
@@ -304,7 +308,8 @@ def hits_statement(
                    ({matched_terms}) AS matched_terms,
                    1 / (1 + GREATEST(date_part('epoch', %(r_now)s::timestamptz - e.created_at),
                                      0) / {RECENCY_HALF_LIFE_SECONDS}) AS recency
-            FROM eligible AS e CROSS JOIN weights AS w
+            FROM matches AS e CROSS JOIN weights AS w
+            WHERE e.reason IS NULL
         ) AS s
     ), leaders AS MATERIALIZED (
         SELECT l.*, {_gap_sql("l")} AS gap
