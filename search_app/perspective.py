@@ -100,7 +100,9 @@ class Perspective:
     current_message_id: uuid.UUID | None = None
     recent_message_ids: tuple[uuid.UUID, ...] = ()
     run_id: uuid.UUID | None = None
-    scope: dict[str, list] = field(default_factory=dict, compare=False, repr=False)
+    # PostgreSQL array literals, as the scope statement printed them: they only travel back
+    # into this call's statements, so they are never parsed into Python values.
+    scope: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of_run(cls, run: Run) -> Perspective:
@@ -246,14 +248,14 @@ def scope_statement(lock: str | None) -> str:
         {_same_person("(SELECT requester_id FROM run)")}
     )
     SELECT run.*,
-           ARRAY(SELECT id FROM permitted),
-           ARRAY(SELECT DISTINCT conversation_id FROM observed_intervals),
-           intervals.conversations, intervals.joined, intervals.left_at,
-           ARRAY(SELECT account_id FROM requester_accounts WHERE account_id IS NOT NULL),
-           ARRAY(SELECT DISTINCT conversation_id FROM agent_memberships),
+           ARRAY(SELECT id FROM permitted)::text,
+           ARRAY(SELECT DISTINCT conversation_id FROM observed_intervals)::text,
+           intervals.conversations::text, intervals.joined::text, intervals.left_at::text,
+           ARRAY(SELECT account_id FROM requester_accounts WHERE account_id IS NOT NULL)::text,
+           ARRAY(SELECT DISTINCT conversation_id FROM agent_memberships)::text,
            ARRAY(SELECT c.id FROM {CONVERSATIONS} AS c
                  WHERE c.kind = '{UNKNOWN}'
-                   AND c.id IN (SELECT conversation_id FROM agent_memberships))
+                   AND c.id IN (SELECT conversation_id FROM agent_memberships))::text
     FROM run, (
         SELECT coalesce(array_agg(conversation_id), '{{}}') AS conversations,
                coalesce(array_agg(joined_at), '{{}}') AS joined,
@@ -299,7 +301,7 @@ def run_scope(
         current_message_id=current_message_id,
         recent_message_ids=tuple(recent_message_ids),
         run_id=run_id,
-        scope=dict(zip(SCOPE_NAMES, (list(values) for values in arrays), strict=True)),
+        scope=dict(zip(SCOPE_NAMES, arrays, strict=True)),
     )
     return perspective, RunState(
         finished_at=finished_at, history_evidence_count=history_evidence_count
