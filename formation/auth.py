@@ -15,7 +15,7 @@ from django.db import connection
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
 
-from formation.db_timeouts import claim_statement_timeout
+from formation.db_timeouts import claim_statement_timeout, on_a_live_connection
 from formation.errors import Forbidden, Unauthenticated
 from messages_app.models import ApiToken, TokenKind
 
@@ -65,16 +65,23 @@ _TOKEN_ALONE = f"""
 """
 
 
-def _caller_of(digest: str) -> Caller | None:
-    """The live token with this digest as a ``Caller``, or None."""
+def _token_row(digest: str) -> tuple | None:
     timeout = claim_statement_timeout()
     with connection.cursor() as cursor:
         if timeout is None:
             cursor.execute(_TOKEN_ALONE, {"digest": digest})
-            row = cursor.fetchone()
-        else:
-            cursor.execute(_TOKEN, {"digest": digest, "timeout": timeout})
-            row = cursor.fetchone()[1:]
+            return cursor.fetchone()
+        cursor.execute(_TOKEN, {"digest": digest, "timeout": timeout})
+        return cursor.fetchone()[1:]
+
+
+def _caller_of(digest: str) -> Caller | None:
+    """The live token with this digest as a ``Caller``, or None.
+
+    The look-up is a request's first statement, so it is the one that meets a connection the
+    server closed while it idled in the pool, and retries it on a fresh one.
+    """
+    row = on_a_live_connection(lambda: _token_row(digest))
     if row is None or row[0] is None:
         return None
     token_id, workspace_id, kind, agent_id, run_id = row
