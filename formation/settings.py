@@ -241,6 +241,10 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 
+# Turns a token's digest into the ``formation.auth.Caller`` it authenticates: the token table is
+# the messages app's, and formation/auth.py holds only the primitives.
+TOKEN_LOOKUP = "messages_app.tokens.caller_for_digest"
+
 # OpenAPI 3 at /api/schema/ and Swagger UI at /api/docs/; every annotation is in
 # formation/openapi.py. Both pages are public and ignore any Authorization header.
 SPECTACULAR_SETTINGS = {
