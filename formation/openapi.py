@@ -732,7 +732,7 @@ class IdentityLinkViewSetSchema(_ServiceViewSet):
 
 
 class RunViewSetSchema(_ServiceViewSet):
-    target_class = "messages_app.views.RunViewSet"
+    target_class = "search_app.views.RunViewSet"
     methods = {
         "create": extend_schema(
             summary="Create a run",
@@ -752,7 +752,7 @@ class RunViewSetSchema(_ServiceViewSet):
 
 
 class RunTraceViewSchema(_Annotated):
-    target_class = "audit_app.views.RunTraceView"
+    target_class = "search_app.views.RunTraceView"
     methods = {
         "get": extend_schema(
             operation_id="run_trace",

@@ -78,6 +78,8 @@ INSTALLED_APPS = [
     "messages_app",
     "search_app",
     "audit_app",
+    # Not the product: the demo workspace and the benchmark corpus, with their commands.
+    "synthetic",
 ]
 
 MIDDLEWARE = [

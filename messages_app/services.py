@@ -1,4 +1,6 @@
-"""Every write to workspaces, people, conversations, messages, links, runs and tokens.
+"""Every write to workspaces, people, conversations, messages, links and tokens.
+
+A run's rows are written by ``search_app/runs.py``, which owns a run's life.
 
 Services are keyword-only, typed and atomic. They take already-authorised objects (the caller's
 workspace comes from its token) and raise ``formation.errors`` exceptions with fixed sentences:
@@ -9,24 +11,21 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from formation.auth import token_digest
-from formation.errors import Forbidden, InvalidArguments, NotFound
+from formation.errors import InvalidArguments, NotFound
 from messages_app.models import (
     Account,
     Agent,
     ApiToken,
     Conversation,
-    ConversationKind,
     IdentityLink,
     IdentityLinkStatus,
     Membership,
@@ -35,8 +34,6 @@ from messages_app.models import (
     MessageRole,
     MessageStatus,
     Run,
-    RunEvidence,
-    TokenKind,
     Workspace,
 )
 
@@ -504,153 +501,3 @@ def identity_link_revoke(*, link: IdentityLink) -> IdentityLink:
             raise InvalidArguments("This link is already revoked.")
     link.refresh_from_db()
     return link
-
-
-def _is_current_member(
-    conversation: Conversation, *, account_id: uuid.UUID | None = None, agent_id=None
-) -> bool:
-    return conversation.memberships.filter(
-        _member_filter(account_id, agent_id), left_at__isnull=True
-    ).exists()
-
-
-def run_create(
-    *,
-    workspace_id: uuid.UUID,
-    agent_id: uuid.UUID,
-    conversation_id: uuid.UUID,
-    requester_id: uuid.UUID,
-    current_message_id: uuid.UUID | None = None,
-    recent_message_ids: Iterable[uuid.UUID] = (),
-) -> tuple[Run, str]:
-    """Open a turn: the agent must be in the destination, the requester able to read it."""
-    agent = Agent.objects.filter(workspace_id=workspace_id, pk=agent_id).first()
-    if agent is None:
-        raise InvalidArguments.for_field("agentId", "Unknown agentId.")
-    conversation = Conversation.objects.filter(
-        workspace_id=workspace_id, pk=conversation_id
-    ).first()
-    if conversation is None:
-        raise InvalidArguments.for_field("conversationId", "Unknown conversationId.")
-    if not Account.objects.filter(workspace_id=workspace_id, pk=requester_id).exists():
-        raise InvalidArguments.for_field("requesterId", "Unknown requesterId.")
-    if not _is_current_member(conversation, agent_id=agent_id):
-        raise InvalidArguments.for_field(
-            "agentId", "The agent is not a current member of the conversation."
-        )
-    if conversation.kind in (
-        ConversationKind.DIRECT,
-        ConversationKind.PRIVATE,
-    ) and not _is_current_member(conversation, account_id=requester_id):
-        raise InvalidArguments.for_field(
-            "requesterId", "The requester is not a current member of the conversation."
-        )
-    recent = list(dict.fromkeys(recent_message_ids))
-    if len(recent) > MAX_RECENT_MESSAGES:
-        raise InvalidArguments.for_field(
-            "recentMessageIds", f"recentMessageIds holds at most {MAX_RECENT_MESSAGES} ids."
-        )
-    named = set(recent) | ({current_message_id} if current_message_id else set())
-    found = Message.objects.filter(conversation=conversation, pk__in=named).count()
-    if found != len(named):
-        raise InvalidArguments.for_field(
-            "recentMessageIds" if recent else "currentMessageId",
-            "currentMessageId and recentMessageIds must be messages of the conversation.",
-        )
-    with transaction.atomic():
-        run = Run.objects.create(
-            workspace_id=workspace_id,
-            agent=agent,
-            conversation=conversation,
-            requester_id=requester_id,
-            current_message_id=current_message_id,
-            recent_message_ids=recent,
-        )
-        _, raw_token = token_create(
-            workspace_id=workspace_id, kind=TokenKind.RUN, agent=agent, run=run
-        )
-    return run, raw_token
-
-
-# --- run evidence ---------------------------------------------------------------------------
-
-
-def run_open_for_tools(
-    *, workspace_id: uuid.UUID, run_id: uuid.UUID
-) -> tuple[uuid.UUID, uuid.UUID]:
-    """Share-lock the run until the caller's transaction ends; ``forbidden`` once finished.
-
-    The share lock makes a tool call and the run's reply (which takes the row ``FOR UPDATE``)
-    take turns: evidence recorded by a call is either seen by the delivery check or the call
-    finds the run finished and returns nothing. Returns the run's destination and requester.
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT finished_at, conversation_id, requester_id FROM {Run._meta.db_table} "
-            "WHERE workspace_id = %s AND id = %s FOR SHARE",
-            [workspace_id, run_id],
-        )
-        row = cursor.fetchone()
-    if row is None:
-        raise NotFound()
-    if row[0] is not None:
-        raise Forbidden("This run has finished; its tools are closed.")
-    return row[1], row[2]
-
-
-def run_evidence_record(
-    *, workspace_id: uuid.UUID, run_id: uuid.UUID, message_ids: Iterable[uuid.UUID], tool: str
-) -> None:
-    """Record messages a tool returned to the run's model, once per message (SPEC §4).
-
-    One statement whatever the page size; a message already in the evidence keeps the tool
-    that first returned it.
-    """
-    ids = list(dict.fromkeys(message_ids))
-    if not ids:
-        return
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {RunEvidence._meta.db_table} "
-            "(workspace_id, run_id, message_id, tool, created_at) "
-            "SELECT %s, %s, message_id, %s, now() FROM unnest(%s::uuid[]) AS message_id "
-            "ON CONFLICT (run_id, message_id) DO NOTHING",
-            [workspace_id, run_id, tool, ids],
-        )
-
-
-@dataclass
-class ToolCall:
-    """One agent tool call: with a run token, the run's destination and requester, and what
-    the tool returned (recorded as the run's evidence when the call ends)."""
-
-    destination_id: uuid.UUID | None = None
-    requester_id: uuid.UUID | None = None
-    returned_ids: list[uuid.UUID] = field(default_factory=list)
-
-    def returned(self, messages: Iterable[Any]) -> None:
-        """The tool is about to answer these messages."""
-        self.returned_ids.extend(message.id for message in messages)
-
-
-@contextmanager
-def tool_call(
-    *, workspace_id: uuid.UUID, run_id: uuid.UUID | None, tool: str
-) -> Iterator[ToolCall]:
-    """Run an agent tool; with a run token, record what it returns as the run's evidence.
-
-    For a run the read and the record share one transaction under the run's share lock, so a
-    failed call records nothing and a finished run's tools answer ``forbidden``. With an agent
-    token there is no run, no lock, no transaction and nothing to record: the tool's one
-    statement is its own.
-    """
-    if run_id is None:
-        yield ToolCall()
-        return
-    with transaction.atomic():
-        destination_id, requester_id = run_open_for_tools(workspace_id=workspace_id, run_id=run_id)
-        call = ToolCall(destination_id=destination_id, requester_id=requester_id)
-        yield call
-        run_evidence_record(
-            workspace_id=workspace_id, run_id=run_id, message_ids=call.returned_ids, tool=tool
-        )

@@ -13,8 +13,9 @@ from typing import Any
 from audit_app import services as audit
 from audit_app.models import SearchTool
 from formation.auth import Caller
-from messages_app import selectors, services
+from messages_app import selectors
 from messages_app.serializers import message_summary
+from search_app.runs import tool_call
 
 
 def list_messages(caller: Caller, params: dict[str, Any]) -> dict[str, Any]:
@@ -24,7 +25,7 @@ def list_messages(caller: Caller, params: dict[str, Any]) -> dict[str, Any]:
         "conversation_id": params["conversationId"],
         "limit": params["limit"],
     }
-    with services.tool_call(
+    with tool_call(
         workspace_id=caller.workspace_id, run_id=caller.run_id, tool="list_messages"
     ) as call:
         if "direction" in params:
@@ -49,7 +50,7 @@ def list_messages(caller: Caller, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def get_message(caller: Caller, message_id: uuid.UUID) -> dict[str, Any]:
-    with services.tool_call(
+    with tool_call(
         workspace_id=caller.workspace_id, run_id=caller.run_id, tool="get_message"
     ) as call:
         message = selectors.message_get(
@@ -62,7 +63,7 @@ def get_message(caller: Caller, message_id: uuid.UUID) -> dict[str, Any]:
 def search_messages(caller: Caller, params: dict[str, Any]) -> dict[str, Any]:
     """Audited like every search (``audit_app``): the event is written before the answer,
     in the run's transaction when there is a run, and the call fails closed without it."""
-    with services.tool_call(
+    with tool_call(
         workspace_id=caller.workspace_id, run_id=caller.run_id, tool="search_messages"
     ) as call:
         items = selectors.message_search(

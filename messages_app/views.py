@@ -22,6 +22,7 @@ from rest_framework.viewsets import GenericViewSet
 from formation.auth import IsAgentOrRunToken, IsServiceToken
 from formation.errors import InvalidArguments
 from formation.fields import check_query_keys, query_params
+from formation.paths import UUID_PATTERN
 from messages_app import selectors, services, tools
 from messages_app.filters import (
     AccountFilter,
@@ -30,7 +31,7 @@ from messages_app.filters import (
     IdentityLinkFilter,
     MembershipFilter,
 )
-from messages_app.models import Account, Agent, Conversation, IdentityLink, Run
+from messages_app.models import Account, Agent, Conversation, IdentityLink
 from messages_app.selectors import get_or_not_found
 from messages_app.serializers import (
     AccountCreateSerializer,
@@ -49,13 +50,10 @@ from messages_app.serializers import (
     MessageBulkSerializer,
     MessageCreateSerializer,
     MessageEditSerializer,
-    RunCreateSerializer,
-    RunSerializer,
     SearchMessagesQuery,
     message_summary,
 )
 
-UUID_PATTERN = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 PAGE_KEYS = {"limit", "offset"}
 
 
@@ -235,24 +233,6 @@ class IdentityLinkViewSet(ServiceViewSet):
     def _no_body(request: Request) -> None:
         if request.data:
             raise InvalidArguments("This action takes no body.")
-
-
-class RunViewSet(ServiceViewSet):
-    model = Run
-    output_serializer = RunSerializer
-    filterset_class = None
-
-    def create(self, request: Request) -> Response:
-        data = validated(RunCreateSerializer, request)
-        run, token = services.run_create(
-            workspace_id=request.user.workspace_id,
-            agent_id=data["agentId"],
-            conversation_id=data["conversationId"],
-            requester_id=data["requesterId"],
-            current_message_id=data.get("currentMessageId"),
-            recent_message_ids=data.get("recentMessageIds", []),
-        )
-        return Response({**RunSerializer(run).data, "token": token}, status=status.HTTP_201_CREATED)
 
 
 # --- agent tools ---------------------------------------------------------------------------

@@ -192,9 +192,25 @@ def _permitted_rooms() -> str:
                  AND s.left_at IS NULL) = 1"""
 
 
-def scope_statement(lock: str | None) -> str:
+def _run_row(lock: str | None) -> str:
+    """The run's row and its destination's kind, locked ``FOR UPDATE`` or ``FOR SHARE`` with
+    ``lock``: the ``run`` CTE every statement that reads a run starts from."""
+    locking = f"FOR {lock} OF r" if lock else ""
+    return f"""run AS MATERIALIZED (
+        SELECT r.id, r.agent_id, r.conversation_id AS destination_id, r.requester_id,
+               r.current_message_id, r.recent_message_ids, r.finished_at,
+               r.history_evidence_count, d.kind AS destination_kind
+        FROM {RUNS} AS r
+        JOIN {CONVERSATIONS} AS d ON d.id = r.conversation_id
+        WHERE r.workspace_id = %(p_workspace)s AND r.id = %(p_run)s
+        {locking}
+    )"""
+
+
+def scope_statement(lock: str | None, *, scope: bool = True) -> str:
     """One statement: the run's row (locked ``FOR UPDATE`` or ``FOR SHARE`` with ``lock``)
-    and the scope its perspective needs, from the canonical tables.
+    and the scope its perspective needs, from the canonical tables; the row alone without
+    ``scope``.
 
     ``permitted``: conversations of the workspace whose audience permits D (rule 3);
     ``sources``: those A was ever a member of, the only ones that can hold observed messages;
@@ -209,17 +225,10 @@ def scope_statement(lock: str | None) -> str:
     newest one (READ COMMITTED re-reads a locked row), so the budget counter on it is the one
     the previous search committed.
     """
-    locking = f"FOR {lock} OF r" if lock else ""
+    if not scope:
+        return f"WITH {_run_row(lock)} SELECT run.* FROM run"
     return f"""
-    WITH run AS MATERIALIZED (
-        SELECT r.id, r.agent_id, r.conversation_id AS destination_id, r.requester_id,
-               r.current_message_id, r.recent_message_ids, r.finished_at,
-               r.history_evidence_count, d.kind AS destination_kind
-        FROM {RUNS} AS r
-        JOIN {CONVERSATIONS} AS d ON d.id = r.conversation_id
-        WHERE r.workspace_id = %(p_workspace)s AND r.id = %(p_run)s
-        {locking}
-    ), destination_readers AS MATERIALIZED (
+    WITH {_run_row(lock)}, destination_readers AS MATERIALIZED (
         SELECT a.id AS account_id FROM {ACCOUNTS} AS a
         WHERE a.workspace_id = %(p_workspace)s
           AND (SELECT destination_kind FROM run) = '{PUBLIC}'
@@ -266,17 +275,21 @@ def scope_statement(lock: str | None) -> str:
 
 
 def run_scope(
-    *, workspace_id: uuid.UUID, run_id: uuid.UUID, lock: str | None
+    *, workspace_id: uuid.UUID, run_id: uuid.UUID, lock: str | None, scope: bool = True
 ) -> tuple[Perspective, RunState]:
     """The run's perspective with its scope, and its state, read by one statement.
 
     ``lock`` is ``"UPDATE"`` (searches, memories, the reply: one at a time per run),
     ``"SHARE"`` (the other tools) or ``None``. A run of another workspace is ``NotFound``.
     Every later statement of the call applies this same scope, so its hits, neighbours and
-    counts agree, and nothing is kept beyond the call.
+    counts agree, and nothing is kept beyond the call. Without ``scope`` only the run's row is
+    read (a tool that applies no rule of this module needs no more), and the perspective has
+    no scope for a fragment to use.
     """
     with connection.cursor() as cursor:
-        cursor.execute(scope_statement(lock), {"p_workspace": workspace_id, "p_run": run_id})
+        cursor.execute(
+            scope_statement(lock, scope=scope), {"p_workspace": workspace_id, "p_run": run_id}
+        )
         row = cursor.fetchone()
     if row is None:
         raise NotFound()
@@ -301,7 +314,7 @@ def run_scope(
         current_message_id=current_message_id,
         recent_message_ids=tuple(recent_message_ids),
         run_id=run_id,
-        scope=dict(zip(SCOPE_NAMES, arrays, strict=True)),
+        scope=dict(zip(SCOPE_NAMES, arrays, strict=True)) if scope else {},
     )
     return perspective, RunState(
         finished_at=finished_at, history_evidence_count=history_evidence_count

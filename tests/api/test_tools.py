@@ -31,6 +31,7 @@ from formation.tools import (
 )
 from messages_app import services
 from messages_app.models import Message, RunEvidence, TokenKind
+from search_app.runs import run_create
 from tests import factories
 from tests.factories import at
 
@@ -46,7 +47,7 @@ class Tokens:
         _, self.agent = services.token_create(
             workspace_id=world.workspace.id, kind=TokenKind.AGENT, agent=world.agent
         )
-        self.run_record, self.run = services.run_create(
+        self.run_record, self.run = run_create(
             workspace_id=world.workspace.id,
             agent_id=world.agent.id,
             conversation_id=world.public.id,
@@ -298,7 +299,7 @@ def test_call_tool_answers_like_the_endpoint(tool, extra, kind, world, messages,
 
 
 def test_call_tool_search_history_answers_like_the_endpoint(world, messages, tokens):
-    _, second_run = services.run_create(
+    _, second_run = run_create(
         workspace_id=world.workspace.id,
         agent_id=world.agent.id,
         conversation_id=world.public.id,
@@ -334,7 +335,7 @@ def test_call_tool_errors_are_the_endpoint_envelope(tool, token, arguments, worl
 
 
 def test_call_tool_records_the_same_evidence_as_the_endpoint(world, messages, tokens):
-    second_run, second_token = services.run_create(
+    second_run, second_token = run_create(
         workspace_id=world.workspace.id,
         agent_id=world.agent.id,
         conversation_id=world.public.id,
