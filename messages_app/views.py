@@ -16,13 +16,13 @@ from rest_framework.decorators import action
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 from rest_framework.viewsets import GenericViewSet
 
-from formation.auth import IsAgentOrRunToken, IsServiceToken
+from formation.auth import IsServiceToken
 from formation.errors import InvalidArguments
 from formation.fields import check_query_keys, query_params
 from formation.paths import UUID_PATTERN
+from formation.tools import ToolView
 from messages_app import selectors, services, tools
 from messages_app.filters import (
     AccountFilter,
@@ -42,7 +42,6 @@ from messages_app.serializers import (
     ConversationSerializer,
     IdentityLinkCreateSerializer,
     IdentityLinkSerializer,
-    ListMessagesQuery,
     ListPageQuery,
     MemberJoinSerializer,
     MemberLeaveSerializer,
@@ -50,7 +49,6 @@ from messages_app.serializers import (
     MessageBulkSerializer,
     MessageCreateSerializer,
     MessageEditSerializer,
-    SearchMessagesQuery,
     message_summary,
 )
 
@@ -238,32 +236,33 @@ class IdentityLinkViewSet(ServiceViewSet):
 # --- agent tools ---------------------------------------------------------------------------
 
 
-class ListMessagesView(APIView):
+class ListMessagesView(ToolView):
     """list_messages: newest first; offset mode, or positional before/after/around an anchor."""
 
-    permission_classes = [IsAgentOrRunToken]
+    tool = tools.LIST_MESSAGES
 
     def get(self, request: Request) -> Response:
-        return Response(tools.list_messages(request.user, query_params(request, ListMessagesQuery)))
+        return self.answer(request, query_params(request, self.tool.arguments))
 
 
-class SearchMessagesView(APIView):
+class SearchMessagesView(ToolView):
     """search_messages: literal, case-insensitive substring; newest first; bounded."""
 
-    permission_classes = [IsAgentOrRunToken]
+    tool = tools.SEARCH_MESSAGES
 
     def get(self, request: Request) -> Response:
-        params = query_params(request, SearchMessagesQuery)
-        return Response(tools.search_messages(request.user, params))
+        return self.answer(request, query_params(request, self.tool.arguments))
 
 
-class MessageView(APIView):
+class MessageView(ToolView):
     """``/messages/{id}``: get_message for agents; edit and soft delete for the runtime."""
+
+    tool = tools.GET_MESSAGE
 
     def get_permissions(self):
         # HEAD is GET without a body: the same tool and the same callers.
         if self.request.method in SAFE_METHODS:
-            return [IsAgentOrRunToken()]
+            return super().get_permissions()
         return [IsServiceToken()]
 
     def initial(self, request: Request, *args, **kwargs) -> None:
@@ -271,7 +270,7 @@ class MessageView(APIView):
         check_query_keys(request, allowed=set())
 
     def get(self, request: Request, message_id: uuid.UUID) -> Response:
-        return Response(tools.get_message(request.user, message_id))
+        return self.answer(request, {"messageId": message_id})
 
     def patch(self, request: Request, message_id: uuid.UUID) -> Response:
         data = validated(MessageEditSerializer, request)

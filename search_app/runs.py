@@ -17,8 +17,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import QuerySet
@@ -29,6 +27,7 @@ from audit_app.models import ConversationSearchEvent
 from formation.auth import Caller
 from formation.errors import DeliveryBlocked, Forbidden, InvalidArguments
 from formation.fields import camel_case
+from formation.tools import ToolCall
 from messages_app.models import (
     Account,
     Agent,
@@ -155,40 +154,22 @@ def run_evidence_record(
         )
 
 
-@dataclass
-class ToolCall:
-    """One agent tool call: with a run token, the run's destination and requester, and what
-    the tool returned (recorded as the run's evidence when the call ends)."""
-
-    destination_id: uuid.UUID | None = None
-    requester_id: uuid.UUID | None = None
-    returned_ids: list[uuid.UUID] = field(default_factory=list)
-
-    def returned(self, messages: Iterable[Any]) -> None:
-        """The tool is about to answer these messages."""
-        self.returned_ids.extend(message.id for message in messages)
-
-
 @contextmanager
-def tool_call(
-    *, workspace_id: uuid.UUID, run_id: uuid.UUID | None, tool: str
-) -> Iterator[ToolCall]:
-    """Run an agent tool; with a run token, record what it returns as the run's evidence.
+def tool_call(call: ToolCall, tool: str) -> Iterator[None]:
+    """Hold a run token's run for one agent tool call (``formation.tools.hold_runs_with``).
 
-    For a run the read and the record share one transaction under the run's share lock, so a
-    failed call records nothing and a finished run's tools answer ``forbidden``. With an agent
-    token there is no run, no lock, no transaction and nothing to record: the tool's one
-    statement is its own.
+    The read and the record share one transaction under the run's share lock, so a failed
+    call records nothing and a finished run's tools answer ``forbidden``; what the body
+    reported with ``call.returned`` is recorded as the run's evidence, with the tool that
+    first returned it. With an agent token the registry holds nothing: no run, no lock, no
+    transaction, and the tool's one statement is its own.
     """
-    if run_id is None:
-        yield ToolCall()
-        return
+    workspace_id, run_id = call.caller.workspace_id, call.caller.run_id
     with transaction.atomic():
         perspective, _ = run_lock(workspace_id=workspace_id, run_id=run_id, exclusive=False)
-        call = ToolCall(
-            destination_id=perspective.destination_id, requester_id=perspective.requester_id
-        )
-        yield call
+        call.destination_id = perspective.destination_id
+        call.requester_id = perspective.requester_id
+        yield
         run_evidence_record(
             workspace_id=workspace_id, run_id=run_id, message_ids=call.returned_ids, tool=tool
         )

@@ -40,16 +40,14 @@ class SearchHistorySerializer(StrictSerializer):
             raise serializers.ValidationError({"after": ["Must be earlier than before."]})
         return attrs
 
-    def history_filters(self) -> HistoryFilters:
-        data = self.validated_data
-        return HistoryFilters(
-            speaker=data.get("speaker") or "anyone",
-            after=data.get("after"),
-            before=data.get("before"),
-        )
 
-    def hit_limit(self) -> int:
-        return self.validated_data.get("limit") or DEFAULT_HITS
+def history_filters(arguments: dict[str, Any]) -> HistoryFilters:
+    """The validated arguments' filters; ``null`` (or nothing) means the default."""
+    return HistoryFilters(
+        speaker=arguments.get("speaker") or "anyone",
+        after=arguments.get("after"),
+        before=arguments.get("before"),
+    )
 
 
 def search_history_body(result: HistorySearch) -> dict[str, Any]:

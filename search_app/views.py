@@ -13,6 +13,7 @@ from audit_app.serializers import search_audit_item
 from formation.auth import IsRunToken, IsServiceOrRunToken
 from formation.errors import NotFound
 from formation.fields import check_query_keys, query_params
+from formation.tools import ToolView
 from messages_app.models import Run
 from messages_app.serializers import (
     ListPageQuery,
@@ -25,7 +26,6 @@ from search_app import runs, services, tools
 from search_app.serializers import (
     MemorySearchQuery,
     RunContentSerializer,
-    SearchHistorySerializer,
     memory_body,
 )
 
@@ -50,16 +50,14 @@ class RunViewSet(ServiceViewSet):
         return Response({**RunSerializer(run).data, "token": token}, status=status.HTTP_201_CREATED)
 
 
-class SearchHistoryView(APIView):
+class SearchHistoryView(ToolView):
     """``POST /api/v1/history/search``: perspective-safe, ranked full-text search."""
 
-    permission_classes = [IsRunToken]
+    tool = tools.SEARCH_HISTORY
 
     def post(self, request: Request) -> Response:
         check_query_keys(request, allowed=set())
-        serializer = SearchHistorySerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        return Response(tools.search_history(request.user, serializer))
+        return self.answer(request, validated(self.tool.arguments, request))
 
 
 class OwnRunView(APIView):
