@@ -247,8 +247,9 @@ REST_FRAMEWORK = {
 # the messages app's, and formation/auth.py holds only the primitives.
 TOKEN_LOOKUP = "messages_app.tokens.caller_for_digest"
 
-# OpenAPI 3 at /api/schema/ and Swagger UI at /api/docs/; every annotation is in
-# formation/openapi.py. Both pages are public and ignore any Authorization header.
+# OpenAPI 3 at /api/schema/ and Swagger UI at /api/docs/; each view carries its annotation and
+# formation/openapi.py the shared envelope. Both pages are public and ignore any Authorization
+# header.
 SPECTACULAR_SETTINGS = {
     "TITLE": "Formation history API",
     "DESCRIPTION": (

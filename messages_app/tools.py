@@ -16,7 +16,13 @@ from formation.auth import IsAgentOrRunToken
 from formation.fields import Id, StrictSerializer
 from formation.tools import AgentTool, ToolCall, register
 from messages_app import selectors
-from messages_app.serializers import ListMessagesQuery, SearchMessagesQuery, message_summary
+from messages_app.serializers import (
+    ListMessagesQuery,
+    MessagePage,
+    MessageSearchResult,
+    MessageSummarySerializer,
+    SearchMessagesQuery,
+)
 
 
 class GetMessageArguments(StrictSerializer):
@@ -42,16 +48,7 @@ def list_messages(call: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
             **scope, offset=arguments["offset"], before_date=arguments.get("beforeDate")
         )
     call.returned(page.items)
-    body = {
-        "items": [message_summary(m) for m in page.items],
-        "total": page.total,
-        "limit": page.limit,
-        "hasOlder": page.has_older,
-        "hasNewer": page.has_newer,
-    }
-    if page.offset is not None:
-        body["offset"] = page.offset
-    return body
+    return MessagePage.render(page)
 
 
 def get_message(call: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -62,7 +59,7 @@ def get_message(call: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
         message_id=arguments["messageId"],
     )
     call.returned([message])
-    return message_summary(message)
+    return MessageSummarySerializer.render(message)
 
 
 def search_messages(call: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -93,11 +90,9 @@ def search_messages(call: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]
         result_ids=[message.id for message in items],
     )
     call.returned(items)
-    return {
-        "items": [message_summary(m) for m in items],
-        "total": len(items),
-        "limit": arguments["limit"],
-    }
+    return MessageSearchResult.render(
+        {"items": items, "total": len(items), "limit": arguments["limit"]}
+    )
 
 
 LIST_MESSAGES = register(

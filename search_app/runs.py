@@ -44,6 +44,7 @@ from messages_app.services import MAX_RECENT_MESSAGES, MessageDraft, message_cre
 from search_app.models import MemoryLineage, MemoryRoom, RunMemory
 from search_app.perspective import Perspective, RunState, run_scope
 from search_app.queries import delivery_blockers
+from search_app.serializers import DeliveryBlockedDetails
 
 RUN_FINISHED = "This run has finished; its tools are closed."
 
@@ -218,10 +219,10 @@ def run_reply(*, workspace_id: uuid.UUID, run_id: uuid.UUID, content: str) -> Me
         blockers = delivery_blockers(perspective, run_id=run_id)
         if blockers:
             raise DeliveryBlocked(
-                details={
-                    "blocked": sum(blockers.values()),
-                    "reasons": {camel_case(reason): count for reason, count in blockers.items()},
-                }
+                details=DeliveryBlockedDetails.render(
+                    blocked=sum(blockers.values()),
+                    reasons={camel_case(reason): count for reason, count in blockers.items()},
+                )
             )
         reply = message_create(
             conversation=Conversation(id=perspective.destination_id, workspace_id=workspace_id),

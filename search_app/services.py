@@ -25,13 +25,14 @@ from audit_app.models import SearchOutcome, SearchTool
 from formation.errors import SearchBudgetExhausted
 from formation.fields import format_timestamp
 from messages_app.models import Message, MessageLineage, MessageLineageRoom
+from search_app.limits import EVIDENCE_BUDGET
 from search_app.models import AgentMemory, MemoryLineage, MemoryRoom, RunMemory
 from search_app.perspective import Perspective
 from search_app.queries import HistoryFilters, Hit, history_read, memory_hits
 from search_app.runs import run_evidence_record, run_lock, run_sources
+from search_app.serializers import SearchLimitDetails, ranking
 from search_app.text import highlights, parse_query
 
-EVIDENCE_BUDGET = 400
 SEARCH_TOOL = "search_history"
 
 
@@ -43,10 +44,6 @@ class Budget:
     @property
     def remaining(self) -> int:
         return max(self.limit - self.used, 0)
-
-    def summary(self) -> dict[str, int]:
-        """``{used, limit, remaining}``, as answers and the exhausted error carry it."""
-        return {"used": self.used, "limit": self.limit, "remaining": self.remaining}
 
 
 @dataclass
@@ -147,20 +144,8 @@ def search_history(
                 [hit.message.content for hit in hits], query, [hit.marked for hit in hits]
             )
     if exhausted is not None:
-        raise SearchBudgetExhausted(details={"budget": exhausted.summary()})
+        raise SearchBudgetExhausted(details=SearchLimitDetails.render({"budget": exhausted}))
     return HistorySearch(hits=hits, highlights=marked, budget=budget, trimmed=trimmed)
-
-
-def ranking(hit: Hit) -> dict[str, object]:
-    """One hit's ranking as the answer's ``reasons`` show it: each contribution rounded to six
-    decimals, and the score their rounded sum (rounding the exact sum instead can differ in the
-    last digit, so the audit's record would not add up and would disagree with the answer)."""
-    components = {name: round(value, 6) for name, value in hit.components.items()}
-    return {
-        "messageId": str(hit.message.id),
-        "score": round(sum(components.values()), 6),
-        "components": components,
-    }
 
 
 def _filters_record(filters: HistoryFilters, *, limit: int) -> dict[str, object]:

@@ -9,14 +9,8 @@ from typing import Any
 from formation.auth import IsRunToken
 from formation.tools import AgentTool, ToolCall, hold_runs_with, register
 from search_app import runs, services
-from search_app.serializers import (
-    DEFAULT_HITS,
-    MAX_HITS,
-    SearchHistorySerializer,
-    history_filters,
-    search_history_body,
-)
-from search_app.services import EVIDENCE_BUDGET
+from search_app.limits import DEFAULT_HITS, EVIDENCE_BUDGET, MAX_HITS
+from search_app.serializers import SearchHistorySerializer, history_filters, search_history_body
 
 
 def search_history(call: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
