@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
@@ -50,6 +51,8 @@ MAX_LINEAGE = 1_000
 # Lineage rows one request may add in all (a bulk of 5,000 agent replies, 4 sources each).
 MAX_LINEAGE_PER_REQUEST = 20_000
 MAX_RECENT_MESSAGES = 1_000
+# A lineage source's id: a UUID, or its text in the synthetic corpus (both sort alike).
+SourceId = TypeVar("SourceId", uuid.UUID, str)
 
 
 def workspace_create(*, slug: str, name: str = "") -> Workspace:
@@ -284,22 +287,26 @@ def check_bulk_size(contents: Iterable[str]) -> None:
         )
 
 
-def _reserve_seqs(conversation: Conversation, count: int) -> int:
-    """Take ``count`` consecutive seqs and return the first; count them as live messages.
+def seqs_reserve(counts: Mapping[uuid.UUID, tuple[int, int]]) -> dict[uuid.UUID, int]:
+    """Take ``added`` consecutive seqs in each conversation and count ``live`` of them as live
+    messages (``counts``: conversation id -> ``(added, live)``); return each one's first seq.
 
-    The UPDATE holds the conversation's row lock until commit, so concurrent writers to one
+    The UPDATE holds the conversations' row locks until commit, so concurrent writers to one
     conversation queue here and a rolled-back transaction gives its numbers back: committed seqs
-    are strictly increasing, never reused, and have no gaps.
+    are strictly increasing, never reused, and have no gaps. The synthetic corpus
+    (``synthetic/corpus.py``) reserves its seqs here too.
     """
+    ids = list(counts)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {Conversation._meta.db_table} "
-            "SET last_seq = last_seq + %s, live_message_count = live_message_count + %s "
-            "WHERE id = %s RETURNING last_seq",
-            [count, count, conversation.pk],
+            f"UPDATE {Conversation._meta.db_table} AS c "
+            "SET last_seq = c.last_seq + d.added, "
+            "live_message_count = c.live_message_count + d.live "
+            "FROM unnest(%s::uuid[], %s::bigint[], %s::bigint[]) AS d(id, added, live) "
+            "WHERE c.id = d.id RETURNING c.id, c.last_seq",
+            [ids, [counts[i][0] for i in ids], [counts[i][1] for i in ids]],
         )
-        (last,) = cursor.fetchone()
-    return last - count + 1
+        return {room: last - counts[room][0] + 1 for room, last in cursor.fetchall()}
 
 
 def _default_role(draft: MessageDraft) -> str:
@@ -329,7 +336,7 @@ def messages_create(
     _check_references(conversation, drafts)
     now = timezone.now()
     with transaction.atomic():
-        first_seq = _reserve_seqs(conversation, len(drafts))
+        first_seq = seqs_reserve({conversation.pk: (len(drafts), len(drafts))})[conversation.pk]
         messages = [
             Message(
                 workspace_id=conversation.workspace_id,
@@ -406,17 +413,28 @@ def _lineage_closure(
         inherited.setdefault(message_id, set()).add(source_id)
     rows = []
     for message, draft in zip(messages, drafts, strict=True):
-        direct = list(dict.fromkeys(draft.lineage))
-        indirect = {src for source in direct for src in inherited.get(source, ())} - set(direct)
+        direct, indirect = lineage_sources(draft.lineage, inherited)
         rows += [
             MessageLineage(workspace_id=workspace_id, message=message, source_id=src, direct=True)
             for src in direct
         ]
         rows += [
             MessageLineage(workspace_id=workspace_id, message=message, source_id=src, direct=False)
-            for src in sorted(indirect)
+            for src in indirect
         ]
     return rows
+
+
+def lineage_sources(
+    named: Iterable[SourceId], inherited: Mapping[SourceId, Iterable[SourceId]]
+) -> tuple[list[SourceId], list[SourceId]]:
+    """A message's lineage closure as it is stored: the sources it names, once each in the
+    order named (``direct``), then everything those inherited (``inherited``: each source's own
+    closure) that it does not name, sorted. The synthetic corpus builds its closures here too.
+    """
+    direct = list(dict.fromkeys(named))
+    indirect = {src for source in direct for src in inherited.get(source, ())} - set(direct)
+    return direct, sorted(indirect)
 
 
 def message_create(
