@@ -159,11 +159,19 @@ def _filters_record(filters: HistoryFilters, *, limit: int) -> dict[str, object]
 
 
 def _audit_search(
-    perspective: Perspective, *, hits: list[Hit], outcome: str = SearchOutcome.ANSWERED, **record
+    perspective: Perspective,
+    *,
+    query_text: str,
+    filters: dict[str, object],
+    hits: list[Hit],
+    exclusions: dict[str, int],
+    exclusions_capped: bool,
+    budget_used: int,
+    outcome: str = SearchOutcome.ANSWERED,
 ) -> None:
     """The search's audit event (SPEC §7), in the caller's transaction: who searched, for which
     audience, and what came back (each neighbour once, in the order the hits list them; a hit
-    is listed only as a hit)."""
+    is listed only as a hit), with the rankings the answer shows."""
     hit_ids = [hit.message.id for hit in hits]
     neighbour_ids = dict.fromkeys(
         message.id
@@ -177,11 +185,15 @@ def _audit_search(
         agent_id=perspective.agent_id,
         destination_id=perspective.destination_id,
         requester_id=perspective.requester_id,
+        query_text=query_text,
+        filters=filters,
         hit_ids=hit_ids,
         neighbour_ids=list(neighbour_ids),
         rankings=[ranking(hit) for hit in hits],
+        exclusions=exclusions,
+        exclusions_capped=exclusions_capped,
+        budget_used=budget_used,
         outcome=outcome,
-        **record,
     )
 
 
