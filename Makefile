@@ -39,6 +39,7 @@ test: install
 test-steps:
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 	$(TEST_SETTINGS) $(BIN)/python manage.py makemigrations --check --dry-run
 	$(TEST_SETTINGS) $(BIN)/python manage.py spectacular --validate --fail-on-warn --file /dev/null
 	$(BIN)/pytest
@@ -46,6 +47,7 @@ test-steps:
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 format: install
 	$(BIN)/ruff check --fix .

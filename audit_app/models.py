@@ -1,4 +1,9 @@
-"""The search audit (SPEC §7): one row per search_history call, never the query text."""
+"""The search audit (SPEC §7): one row per search tool call, never the query text.
+
+The bottom layer of the apps: it imports none of them. Its foreign keys name the workspace,
+run, agent, destination and requester by string (``"messages_app.Run"``), so the database keeps
+every constraint while the Python imports point one way, and its writers hand it plain values.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,6 @@ import uuid
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.utils import timezone
-
-from messages_app.models import Account, Agent, Conversation, Run, Workspace
 
 # Why a match was withheld (search_app.perspective.exclusion_reason says in which order the
 # checks run; the first one a message fails names it). ``budget`` counts eligible hits and
@@ -50,19 +53,29 @@ class ConversationSearchEvent(models.Model):
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
+    workspace = models.ForeignKey(
+        "messages_app.Workspace", on_delete=models.PROTECT, related_name="+"
+    )
     tool = models.CharField(
         max_length=32, choices=SearchTool.choices, default=SearchTool.SEARCH_HISTORY
     )
     run = models.ForeignKey(
-        Run, on_delete=models.PROTECT, null=True, blank=True, related_name="search_events"
+        "messages_app.Run",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="search_events",
     )
-    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="+")
+    agent = models.ForeignKey("messages_app.Agent", on_delete=models.PROTECT, related_name="+")
     destination = models.ForeignKey(
-        Conversation, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+        "messages_app.Conversation",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
     )
     requester = models.ForeignKey(
-        Account, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+        "messages_app.Account", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
     key_id = models.CharField(max_length=64, help_text="Which audit key made the digest.")
     query_digest = models.CharField(max_length=64, help_text="HMAC-SHA256, hex.")

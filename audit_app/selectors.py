@@ -1,4 +1,4 @@
-"""Audit reads, scoped in the queryset: the caller's workspace, and a run token's own run."""
+"""Audit reads, scoped in the queryset by the workspace (and the run) the caller names."""
 
 from __future__ import annotations
 
@@ -8,20 +8,15 @@ from django.db.models import Q, QuerySet
 
 from audit_app.digests import every_digest
 from audit_app.models import ConversationSearchEvent
-from formation.auth import Caller
-from messages_app.models import Run
-from messages_app.selectors import get_or_not_found
 
 
-def run_search_events(*, caller: Caller, run_id: uuid.UUID) -> QuerySet[ConversationSearchEvent]:
-    """The run's search events, oldest first; another workspace's run, or for a run token any
-    run but its own, is the same ``not_found`` as a run that does not exist."""
-    runs = Run.objects.filter(workspace_id=caller.workspace_id)
-    if caller.is_run:
-        runs = runs.filter(pk=caller.run_id)
-    run = get_or_not_found(runs.only("pk"), run_id)
+def run_search_events(
+    *, workspace_id: uuid.UUID, run_id: uuid.UUID
+) -> QuerySet[ConversationSearchEvent]:
+    """The run's search events, oldest first. Whether the caller may see the run at all is the
+    run's owner's check (``search_app.runs.run_trace``), made before this is read."""
     return ConversationSearchEvent.objects.filter(
-        workspace_id=caller.workspace_id, run=run
+        workspace_id=workspace_id, run_id=run_id
     ).order_by("created_at", "id")
 
 

@@ -20,8 +20,6 @@ from audit_app.models import (
     SearchTool,
 )
 from formation.errors import AuditUnavailable
-from formation.fields import format_timestamp
-from search_app.queries import HistoryFilters
 
 logger = logging.getLogger(__name__)
 
@@ -30,51 +28,48 @@ PRUNE_BATCH = 5_000
 
 def search_event_record(
     *,
-    perspective,
+    workspace_id: uuid.UUID,
+    run_id: uuid.UUID,
+    agent_id: uuid.UUID,
+    destination_id: uuid.UUID,
+    requester_id: uuid.UUID,
     query_text: str,
     filters: dict[str, object],
-    hits: Sequence,
+    hit_ids: Sequence[uuid.UUID],
+    neighbour_ids: Sequence[uuid.UUID],
+    rankings: Sequence[dict[str, object]],
     exclusions: dict[str, int],
     exclusions_capped: bool,
     budget_used: int,
     outcome: str = SearchOutcome.ANSWERED,
 ) -> None:
-    """Write the event inside the caller's transaction; ``audit_unavailable`` if that fails.
+    """Audit a search_history call inside the caller's transaction; ``audit_unavailable`` if
+    that fails.
 
-    ``perspective`` names the run, its agent, destination and requester. Must run in the same
-    transaction as the run's evidence (the caller's ``atomic`` block): the error raised here
-    leaves that block and rolls the evidence back with it, so a search that cannot be audited
-    returns nothing and leaves nothing behind.
+    Must run in the same transaction as the run's evidence (the caller's ``atomic`` block): the
+    error raised here leaves that block and rolls the evidence back with it, so a search that
+    cannot be audited returns nothing and leaves nothing behind. ``rankings`` are the answer's,
+    per hit in order: ``{messageId, score, components}``.
     """
     key_id, query_digest = current_digest(query_text)
-    hit_ids = [hit.message.id for hit in hits]
-    # Each neighbour once, in the order the hits list them; a hit is listed only as a hit.
-    neighbour_ids = list(
-        dict.fromkeys(
-            message.id
-            for hit in hits
-            for message in (*hit.before, *hit.after)
-            if message.id not in hit_ids
-        )
-    )
     _insert(
         in_callers_transaction=True,
         tool=SearchTool.SEARCH_HISTORY,
-        workspace_id=perspective.workspace_id,
-        run_id=perspective.run_id,
-        agent_id=perspective.agent_id,
-        destination_id=perspective.destination_id,
-        requester_id=perspective.requester_id,
+        workspace_id=workspace_id,
+        run_id=run_id,
+        agent_id=agent_id,
+        destination_id=destination_id,
+        requester_id=requester_id,
         key_id=key_id,
         query_digest=query_digest,
         filters=filters,
-        hit_ids=hit_ids,
-        neighbour_ids=neighbour_ids,
-        rankings=[_ranking(hit) for hit in hits],
+        hit_ids=list(hit_ids),
+        neighbour_ids=list(neighbour_ids),
+        rankings=list(rankings),
         exclusions={reason: exclusions.get(reason, 0) for reason in EXCLUSION_REASONS},
         exclusions_capped=exclusions_capped,
         outcome=outcome,
-        result_count=len(hits),
+        result_count=len(hit_ids),
         budget_used=budget_used,
     )
 
@@ -201,28 +196,6 @@ def audited_atomic() -> Iterator[None]:
             raise
         logger.error("search audit refused at commit (%s)", type(error).__name__)
         raise AuditUnavailable() from None
-
-
-def _ranking(hit) -> dict[str, object]:
-    """One hit's ranking as the answer's ``reasons`` show it: each contribution rounded to six
-    decimals, and the score their rounded sum (rounding the exact sum instead can differ in the
-    last digit, so the record would not add up and would disagree with the answer)."""
-    components = {name: round(value, 6) for name, value in hit.components.items()}
-    return {
-        "messageId": str(hit.message.id),
-        "score": round(sum(components.values()), 6),
-        "components": components,
-    }
-
-
-def filters_record(filters: HistoryFilters, *, limit: int) -> dict[str, object]:
-    """The caller's filters as the event stores them (RFC 3339 bounds, null when not given)."""
-    return {
-        "speaker": filters.speaker,
-        "after": format_timestamp(filters.after),
-        "before": format_timestamp(filters.before),
-        "limit": limit,
-    }
 
 
 def search_events_prune(

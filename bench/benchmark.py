@@ -89,13 +89,6 @@ from django.db import connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from formation.errors import InvalidArguments  # noqa: E402
-from messages_app.corpus import (  # noqa: E402
-    BUSY_AGENT_NAME,
-    DEFAULT_WORKERS,
-    corpus_generate,
-    corpus_vocabulary,
-    workspace_slug,
-)
 from messages_app.models import (  # noqa: E402
     Agent,
     Conversation,
@@ -110,6 +103,13 @@ from messages_app.services import account_create, token_create, workspace_create
 from search_app.perspective import Perspective  # noqa: E402
 from search_app.queries import HistoryFilters, hits_statement  # noqa: E402
 from search_app.text import parse_query  # noqa: E402
+from synthetic.corpus import (  # noqa: E402
+    BUSY_AGENT_NAME,
+    DEFAULT_WORKERS,
+    corpus_generate,
+    corpus_vocabulary,
+    workspace_slug,
+)
 
 # Ranks in the corpus vocabulary (rank r is drawn with weight 1/r).
 BANDS = {"rare": (15_000, 12_000, 9_000), "mid": (300, 250, 200), "common": (2, 3, 5)}

@@ -35,8 +35,8 @@ from django.db import connection, transaction  # noqa: E402
 from django.test import Client  # noqa: E402
 
 from messages_app import services  # noqa: E402
-from messages_app.corpus import corpus_vocabulary  # noqa: E402
 from messages_app.models import TokenKind  # noqa: E402
+from synthetic.corpus import corpus_vocabulary  # noqa: E402
 
 
 def corpus_text(rng: random.Random, words: list[str], weights: list[float], chars: int) -> str:

@@ -3,23 +3,37 @@
 Tokens are looked up by the SHA-256 digest of what the client sent: the database never holds a
 usable token. The authenticated "user" is a ``Caller``, which carries the workspace every
 queryset is scoped by; nothing downstream takes a workspace from the request itself.
+
+This module holds the primitives only: the header's rules, the digest, the caller and the
+permissions. The token table belongs to ``messages_app``; the function that turns a digest into
+a ``Caller`` is named by the ``TOKEN_LOOKUP`` setting (``messages_app.tokens.caller_for_digest``),
+so ``formation`` imports no app.
 """
 
 from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 
-from django.db import connection
+from django.conf import settings
+from django.db import models
+from django.utils.module_loading import import_string
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
 
-from formation.db_timeouts import claim_statement_timeout, on_a_live_connection
+from formation.db_timeouts import on_a_live_connection
 from formation.errors import Forbidden, Unauthenticated
-from messages_app.models import ApiToken, TokenKind
 
 MAX_TOKEN_LENGTH = 200
+
+
+class TokenKind(models.TextChoices):
+    SERVICE = "service"
+    AGENT = "agent"
+    RUN = "run"
 
 
 @dataclass(frozen=True)
@@ -50,44 +64,10 @@ def token_digest(raw_token: str) -> str:
     return hashlib.sha256(raw_token.encode("utf-8")).hexdigest()
 
 
-# One statement per request: the token, and the request's statement timeout if one is pending
-# (formation/db_timeouts.py), so bounding the request costs no round trip of its own. The LEFT
-# JOIN answers one row even for an unknown token, so set_config runs either way.
-_TOKEN = f"""
-    SELECT set_config('statement_timeout', %(timeout)s, false), t.id, t.workspace_id, t.kind,
-           t.agent_id, t.run_id
-    FROM (SELECT 1) AS one
-    LEFT JOIN {ApiToken._meta.db_table} AS t ON t.digest = %(digest)s AND t.revoked_at IS NULL
-"""
-_TOKEN_ALONE = f"""
-    SELECT t.id, t.workspace_id, t.kind, t.agent_id, t.run_id
-    FROM {ApiToken._meta.db_table} AS t WHERE t.digest = %(digest)s AND t.revoked_at IS NULL
-"""
-
-
-def _token_row(digest: str) -> tuple | None:
-    timeout = claim_statement_timeout()
-    with connection.cursor() as cursor:
-        if timeout is None:
-            cursor.execute(_TOKEN_ALONE, {"digest": digest})
-            return cursor.fetchone()
-        cursor.execute(_TOKEN, {"digest": digest, "timeout": timeout})
-        return cursor.fetchone()[1:]
-
-
-def _caller_of(digest: str) -> Caller | None:
-    """The live token with this digest as a ``Caller``, or None.
-
-    The look-up is a request's first statement, so it is the one that meets a connection the
-    server closed while it idled in the pool, and retries it on a fresh one.
-    """
-    row = on_a_live_connection(lambda: _token_row(digest))
-    if row is None or row[0] is None:
-        return None
-    token_id, workspace_id, kind, agent_id, run_id = row
-    return Caller(
-        token_id=token_id, workspace_id=workspace_id, kind=kind, agent_id=agent_id, run_id=run_id
-    )
+@cache
+def _caller_lookup() -> Callable[[str], Caller | None]:
+    """The ``TOKEN_LOOKUP`` function: the live token with a digest as a ``Caller``, or None."""
+    return import_string(settings.TOKEN_LOOKUP)
 
 
 class BearerTokenAuthentication(BaseAuthentication):
@@ -107,7 +87,10 @@ class BearerTokenAuthentication(BaseAuthentication):
             or not raw_token.isprintable()
         ):
             raise Unauthenticated()
-        caller = _caller_of(token_digest(raw_token))
+        digest = token_digest(raw_token)
+        # The request's first statement: the one that meets a connection the server closed
+        # while it idled in the pool, and runs again on a fresh one.
+        caller = on_a_live_connection(lambda: _caller_lookup()(digest))
         if caller is None:
             raise Unauthenticated()
         return caller, caller

@@ -21,9 +21,27 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import csrf, defaults
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions as drf_exceptions
+from rest_framework import serializers
 from rest_framework.response import Response
 
+from formation.shapes import Shape
+
 logger = logging.getLogger("formation.errors")
+
+
+class InvalidArgumentsDetails(Shape):
+    fields = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        required=False,
+        help_text="Problems by field or parameter name.",
+    )
+    index = serializers.IntegerField(
+        required=False, help_text="Bulk import: the first invalid message's position."
+    )
+
+
+class RetryAfterDetails(Shape):
+    retryAfter = serializers.IntegerField(help_text="Seconds; also sent as Retry-After.")
 
 
 class ApiError(Exception):
@@ -45,7 +63,9 @@ class InvalidArguments(ApiError):
     @classmethod
     def for_field(cls, name: str, message: str, **extra: Any) -> InvalidArguments:
         """The same ``details.fields`` shape that serializer validation errors have."""
-        return cls(message, details={"fields": {name: [message]}, **extra})
+        return cls(
+            message, details=InvalidArgumentsDetails.render(fields={name: [message]}, **extra)
+        )
 
 
 class Unauthenticated(ApiError):
@@ -140,7 +160,9 @@ def _translate(exc: Exception) -> ApiError:
     if isinstance(exc, ApiError):
         return exc
     if isinstance(exc, drf_exceptions.ValidationError):
-        return InvalidArguments(details={"fields": _field_errors(exc.detail)})
+        return InvalidArguments(
+            details=InvalidArgumentsDetails.render(fields=_field_errors(exc.detail))
+        )
     if isinstance(exc, drf_exceptions.UnsupportedMediaType):
         # Not DRF's sentence: it quotes the Content-Type that was sent.
         return InvalidArguments(JSON_BODY_ONLY)
@@ -161,7 +183,9 @@ def _translate(exc: Exception) -> ApiError:
         return InvalidArguments("Only application/json responses are available.")
     if isinstance(exc, drf_exceptions.Throttled):
         # Whole seconds, at least one: what a Retry-After header can carry.
-        return RateLimited(details={"retryAfter": max(1, math.ceil(exc.wait or 1))})
+        return RateLimited(
+            details=RetryAfterDetails.render(retryAfter=max(1, math.ceil(exc.wait or 1)))
+        )
     if isinstance(exc, OperationalError):
         return _unavailable(exc)
     if isinstance(exc, DatabaseError):

@@ -1,24 +1,22 @@
 """The OpenAPI 3 description of ``/api/v1/``, served at ``/api/schema/`` with Swagger UI at
-``/api/docs/``.
+``/api/docs/``: the conventions every endpoint's annotation uses, and the serving.
 
-Every schema annotation lives here rather than on the views: each view is described by an
-``OpenApiViewExtension`` that hands drf-spectacular an annotated *subclass*, so the classes that
-serve requests stay untouched. Request bodies, query parameters and response shapes come from the
-serializers and FilterSets the views really use; what no serializer states (the paged wrappers,
-the search hit, the error envelope) is declared below. Every operation lists the error statuses
-it can answer, each with the one envelope ``{"error": {"code", "message", "details"}}`` and its
-code pinned to an enum.
+Each view carries its own ``extend_schema`` (Sentry's way: next to the view, in its app), and
+its request and response shapes are the serializers its code really validates with and renders
+through (``formation.shapes``), so nothing is described twice. What this module adds is what
+every app shares: the bearer scheme, strict bodies and timestamps; the error envelope
+``{"error": {"code", "message", "details"}}``, one component per status with its code pinned to
+an enum (``answers``); path, tool and filter parameters; and the links from a created resource
+to the calls that use it (``add_links``).
 
-A new endpoint needs an entry here: ``tests/api/test_openapi.py`` fails for any ``/api/v1/``
-route whose operations do not document the envelope, and ``make test`` runs
-``manage.py spectacular --validate --fail-on-warn``.
-
-Including this module's ``urlpatterns`` (see ``formation/urls.py``) is what registers the
-extensions, so the schema views and their annotations always come together.
+A new endpoint documents its errors: ``tests/api/test_openapi.py`` fails for any ``/api/v1/``
+route whose operations do not, and ``make test`` runs ``manage.py spectacular --validate
+--fail-on-warn``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import django_filters
@@ -27,68 +25,29 @@ from drf_spectacular.extensions import (
     OpenApiAuthenticationExtension,
     OpenApiSerializerExtension,
     OpenApiSerializerFieldExtension,
-    OpenApiViewExtension,
 )
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import (
-    OpenApiExample,
-    OpenApiParameter,
-    OpenApiResponse,
-    extend_schema,
-    extend_schema_serializer,
-    extend_schema_view,
-)
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from audit_app.models import SearchOutcome, SearchTool
 from formation.errors import (
     ApiError,
-    AuditUnavailable,
-    DeliveryBlocked,
     Forbidden,
     InvalidArguments,
+    InvalidArgumentsDetails,
     NotFound,
     RateLimited,
-    SearchBudgetExhausted,
+    RetryAfterDetails,
     Unauthenticated,
     Unavailable,
     error_body,
 )
-from formation.tool_urls import ToolListQuery
-from formation.tools import STYLES, TOOLS_BY_NAME, input_schema
-from messages_app import filters
-from messages_app.models import ConversationKind
-from messages_app.serializers import (
-    AccountCreateSerializer,
-    AccountSerializer,
-    AgentCreateSerializer,
-    AgentSerializer,
-    ConversationCreateSerializer,
-    ConversationSerializer,
-    IdentityLinkCreateSerializer,
-    IdentityLinkSerializer,
-    ListPageQuery,
-    MemberJoinSerializer,
-    MemberLeaveSerializer,
-    MembershipSerializer,
-    MessageBulkSerializer,
-    MessageCreateSerializer,
-    MessageEditSerializer,
-    MessageSummarySerializer,
-    RunCreateSerializer,
-    RunSerializer,
-)
-from search_app.queries import SPEAKERS
-from search_app.serializers import (
-    MemorySearchQuery,
-    RunContentSerializer,
-    SearchHistorySerializer,
-)
-from search_app.services import EVIDENCE_BUDGET
+from formation.tools import AgentTool, field_schema, input_schema
 
+# The sentences and tags the endpoints' descriptions share.
 SERVICE = "Needs a service token (the runtime)."
 AGENT = "Needs an agent token, or a run token acting as its run's agent."
 RUNTIME_TAG = "Runtime (service token)"
@@ -133,267 +92,7 @@ class StrictBody(OpenApiSerializerExtension):
         return {**schema, "additionalProperties": False}
 
 
-# --- response shapes no serializer states -------------------------------------------------------
-
-
-def _page(name: str, item: type[serializers.Serializer]) -> type[serializers.Serializer]:
-    """``{items, total, limit, offset}``, the ingestion API's paged lists: one object, not the
-    array drf-spectacular would make of a viewset's ``list`` response."""
-    page = type(
-        name,
-        (serializers.Serializer,),
-        {
-            "items": item(many=True),
-            "total": serializers.IntegerField(help_text="Matching rows, regardless of paging."),
-            "limit": serializers.IntegerField(),
-            "offset": serializers.IntegerField(),
-        },
-    )
-    return extend_schema_serializer(many=False)(page)
-
-
-AccountPage = _page("AccountPage", AccountSerializer)
-AgentPage = _page("AgentPage", AgentSerializer)
-ConversationPage = _page("ConversationPage", ConversationSerializer)
-MembershipPage = _page("MembershipPage", MembershipSerializer)
-IdentityLinkPage = _page("IdentityLinkPage", IdentityLinkSerializer)
-
-
-class MessagePage(serializers.Serializer):
-    items = MessageSummarySerializer(many=True, help_text="Newest first.")
-    total = serializers.IntegerField(
-        help_text="Live messages in the conversation (before beforeDate, if given)."
-    )
-    limit = serializers.IntegerField()
-    offset = serializers.IntegerField(
-        required=False, help_text="Offset mode only: absent for before/after/around."
-    )
-    hasOlder = serializers.BooleanField()
-    hasNewer = serializers.BooleanField()
-
-
-class MessageSearchResult(serializers.Serializer):
-    items = MessageSummarySerializer(many=True, help_text="Newest first.")
-    total = serializers.IntegerField(help_text="The number of items returned by this call.")
-    limit = serializers.IntegerField()
-
-
-class MessageBatch(serializers.Serializer):
-    items = MessageSummarySerializer(many=True, help_text="In the order they were sent.")
-
-
-class RunCreated(RunSerializer):
-    token = serializers.CharField(help_text="The run token, shown once; only its hash is kept.")
-
-
-class HistoryConversation(serializers.Serializer):
-    id = serializers.UUIDField()
-    title = serializers.CharField()
-    kind = serializers.ChoiceField(choices=ConversationKind.values)
-
-
-class HistorySpeaker(serializers.Serializer):
-    type = serializers.ChoiceField(choices=["user", "agent"])
-    id = serializers.UUIDField()
-    displayName = serializers.CharField()
-
-
-class RankingReason(serializers.Serializer):
-    name = serializers.ChoiceField(
-        choices=["text", "actor", "conversation", "participation", "recency"]
-    )
-    value = serializers.FloatField()
-    contribution = serializers.FloatField()
-
-
-class HistoryHit(MessageSummarySerializer):
-    conversation = HistoryConversation()
-    time = serializers.DateTimeField()
-    speaker = HistorySpeaker()
-    text = serializers.CharField()
-    highlights = serializers.ListField(
-        child=serializers.ListField(child=serializers.IntegerField(), min_length=2, max_length=2),
-        help_text="[start, length] of each matched word, in Unicode code points of text.",
-    )
-    score = serializers.FloatField(help_text="The sum of the reasons' contributions.")
-    reasons = RankingReason(many=True, help_text="All five ranking components, always.")
-    before = MessageSummarySerializer(
-        many=True, help_text="Up to two eligible neighbours before the hit, in order."
-    )
-    after = MessageSummarySerializer(
-        many=True, help_text="Up to two eligible neighbours after the hit, in order."
-    )
-
-
-class Budget(serializers.Serializer):
-    used = serializers.IntegerField()
-    limit = serializers.IntegerField(help_text=f"Always {EVIDENCE_BUDGET}.")
-    remaining = serializers.IntegerField()
-
-
-class HistorySearchResult(serializers.Serializer):
-    items = HistoryHit(many=True, help_text="Best first.")
-    total = serializers.IntegerField(help_text="The number of items returned by this call.")
-    budget = Budget()
-
-
-class QueryDigest(serializers.Serializer):
-    keyId = serializers.CharField()
-    digest = serializers.CharField(help_text="HMAC-SHA256 of the query; the text is never kept.")
-
-
-class AuditFilters(serializers.Serializer):
-    """The call's filters: all four for search_history, ``conversationId`` and ``limit`` for
-    search_messages, ``limit`` for memories."""
-
-    speaker = serializers.ChoiceField(choices=SPEAKERS, required=False)
-    after = serializers.DateTimeField(allow_null=True, required=False)
-    before = serializers.DateTimeField(allow_null=True, required=False)
-    conversationId = serializers.UUIDField(allow_null=True, required=False)
-    limit = serializers.IntegerField()
-
-
-class AuditRanking(serializers.Serializer):
-    messageId = serializers.UUIDField()
-    score = serializers.FloatField()
-    components = serializers.DictField(child=serializers.FloatField())
-
-
-class SearchAuditEvent(serializers.Serializer):
-    type = serializers.ChoiceField(choices=["search_audit"])
-    tool = serializers.ChoiceField(choices=SearchTool.values)
-    id = serializers.UUIDField()
-    createdAt = serializers.DateTimeField()
-    runId = serializers.UUIDField()
-    agentId = serializers.UUIDField()
-    conversationId = serializers.UUIDField(help_text="The run's destination.")
-    requesterId = serializers.UUIDField()
-    queryDigest = QueryDigest()
-    filters = AuditFilters()
-    outcome = serializers.ChoiceField(choices=SearchOutcome.values)
-    hitIds = serializers.ListField(
-        child=serializers.UUIDField(),
-        help_text="What was returned, in order: message ids (memory ids for memories).",
-    )
-    neighbourIds = serializers.ListField(child=serializers.UUIDField())
-    rankings = AuditRanking(many=True)
-    exclusions = serializers.DictField(
-        child=serializers.IntegerField(),
-        allow_null=True,
-        help_text="Withheld matches by reason; null for the run's own token and for tools "
-        "other than search_history.",
-    )
-    exclusionsCapped = serializers.BooleanField(
-        allow_null=True, help_text="null where exclusions is null."
-    )
-    resultCount = serializers.IntegerField()
-    budgetUsed = serializers.IntegerField()
-
-
-RunTrace = _page("RunTrace", SearchAuditEvent)
-
-
-class Memory(serializers.Serializer):
-    id = serializers.UUIDField()
-    agentId = serializers.UUIDField()
-    runId = serializers.UUIDField(help_text="The run that wrote it.")
-    content = serializers.CharField()
-    createdAt = serializers.DateTimeField()
-
-
-class MemoryCreated(Memory):
-    lineageCount = serializers.IntegerField(help_text="Source messages it inherits limits from.")
-
-
-class MemorySearchResult(serializers.Serializer):
-    items = Memory(many=True)
-    total = serializers.IntegerField(help_text="The number of items returned by this call.")
-    limit = serializers.IntegerField()
-
-
-TOOL_LIST = {
-    "type": "object",
-    "properties": {
-        "items": {
-            "type": "array",
-            "description": "One definition per tool, in the shape `style` names.",
-            "items": {
-                "oneOf": [
-                    {
-                        "title": "mcp",
-                        "type": "object",
-                        "required": ["name", "description", "inputSchema"],
-                        "properties": {
-                            "name": {"type": "string"},
-                            "description": {"type": "string"},
-                            "inputSchema": {"type": "object", "description": "JSON Schema."},
-                        },
-                    },
-                    {
-                        "title": "openai",
-                        "type": "object",
-                        "required": ["type", "function"],
-                        "properties": {
-                            "type": {"type": "string", "enum": ["function"]},
-                            "function": {
-                                "type": "object",
-                                "required": ["name", "description", "parameters"],
-                                "properties": {
-                                    "name": {"type": "string"},
-                                    "description": {"type": "string"},
-                                    "parameters": {"type": "object", "description": "JSON Schema."},
-                                },
-                            },
-                        },
-                    },
-                    {
-                        "title": "anthropic",
-                        "type": "object",
-                        "required": ["name", "description", "input_schema"],
-                        "properties": {
-                            "name": {"type": "string"},
-                            "description": {"type": "string"},
-                            "input_schema": {"type": "object", "description": "JSON Schema."},
-                        },
-                    },
-                ]
-            },
-        },
-        "total": {"type": "integer"},
-    },
-    "required": ["items", "total"],
-}
-
 # --- the error envelope ----------------------------------------------------------------------
-
-
-class InvalidArgumentsDetails(serializers.Serializer):
-    fields = serializers.DictField(
-        child=serializers.ListField(child=serializers.CharField()),
-        required=False,
-        help_text="Problems by field or parameter name.",
-    )
-    index = serializers.IntegerField(
-        required=False, help_text="Bulk import: the first invalid message's position."
-    )
-
-
-class RetryAfterDetails(serializers.Serializer):
-    retryAfter = serializers.IntegerField(help_text="Seconds; also sent as Retry-After.")
-
-
-class SearchLimitDetails(serializers.Serializer):
-    budget = Budget(required=False, help_text="search_budget_exhausted: the run's budget.")
-    retryAfter = serializers.IntegerField(
-        required=False, help_text="rate_limited: seconds; also sent as Retry-After."
-    )
-
-
-class DeliveryBlockedDetails(serializers.Serializer):
-    blocked = serializers.IntegerField(help_text="How many evidence messages block the reply.")
-    reasons = serializers.DictField(
-        child=serializers.IntegerField(), help_text="How many, by reason; never which."
-    )
 
 
 def _envelope(
@@ -413,12 +112,13 @@ def _envelope(
     return type(name, (serializers.Serializer,), {"error": body()})
 
 
-def _error(
+def error_response(
     name: str,
     errors: list[type[ApiError]],
     description: str,
     details: type[serializers.Serializer] | None = None,
 ) -> OpenApiResponse:
+    """One error status: the envelope named ``name``, its codes, and the first one's example."""
     codes = [error.code for error in errors]
     example = errors[0]
     return OpenApiResponse(
@@ -434,60 +134,48 @@ def _error(
 
 
 ERRORS: dict[int, OpenApiResponse] = {
-    400: _error(
+    400: error_response(
         "InvalidArgumentsError",
         [InvalidArguments],
         "unknown or repeated fields or parameters, wrong JSON types, values out of range, or a "
         "request the data does not allow.",
         InvalidArgumentsDetails,
     ),
-    401: _error("UnauthenticatedError", [Unauthenticated], "no bearer token, or an unknown one."),
-    403: _error("ForbiddenError", [Forbidden], "this kind of token may not do this."),
-    404: _error(
+    401: error_response(
+        "UnauthenticatedError", [Unauthenticated], "no bearer token, or an unknown one."
+    ),
+    403: error_response("ForbiddenError", [Forbidden], "this kind of token may not do this."),
+    404: error_response(
         "NotFoundError",
         [NotFound],
         "nothing with this id in the token's workspace, or nothing this agent may see (the "
         "same answer, byte for byte).",
     ),
-    409: _error(
-        "DeliveryBlockedError",
-        [DeliveryBlocked],
-        "the final delivery check refused the reply; nothing was stored.",
-        DeliveryBlockedDetails,
-    ),
-    429: _error(
+    429: error_response(
         "RateLimitedError",
         [RateLimited],
         "too many requests for this token (per-token rates); retry after `details.retryAfter` "
         "seconds.",
         RetryAfterDetails,
     ),
-    503: _error("UnavailableError", [Unavailable], "the database is unavailable; retry shortly."),
+    503: error_response(
+        "UnavailableError", [Unavailable], "the database is unavailable; retry shortly."
+    ),
 }
-SEARCH_LIMITS = _error(
-    "SearchLimitError",
-    [SearchBudgetExhausted, RateLimited],
-    f"the run has brought in its {EVIDENCE_BUDGET} evidence messages; or too many requests "
-    "for this token.",
-    SearchLimitDetails,
-)
-SEARCH_UNAVAILABLE = _error(
-    "SearchUnavailableError",
-    [AuditUnavailable, Unavailable],
-    "the search could not be audited, so it was not performed; or the database is unavailable.",
-)
 
 
 def answers(
     success: dict[int, Any],
     *statuses: int,
+    own: Mapping[int, OpenApiResponse] | None = None,
     limited: OpenApiResponse = ERRORS[429],
     unavailable: OpenApiResponse = ERRORS[503],
 ) -> dict[int, Any]:
-    """The success responses and the given error statuses, plus what every endpoint may
-    answer: 429 (per-token rates, formation/throttling.py) and 503 (the database)."""
-    errors = {status: ERRORS[status] for status in statuses}
-    return {**success, **errors, 429: limited, 503: unavailable}
+    """The success responses and the given error statuses (``ERRORS``, or the endpoint's
+    ``own``), plus what every endpoint may answer: 429 (per-token rates,
+    formation/throttling.py) and 503 (the database)."""
+    errors = {status: ERRORS[status] for status in statuses} | dict(own or {})
+    return {**success, **dict(sorted(errors.items())), 429: limited, 503: unavailable}
 
 
 # --- parameters --------------------------------------------------------------------------------
@@ -502,10 +190,10 @@ def id_in_path(name: str = "id") -> OpenApiParameter:
     )
 
 
-def tool_parameters(tool_name: str) -> list[OpenApiParameter]:
+def tool_parameters(tool: AgentTool) -> list[OpenApiParameter]:
     """An agent tool's query string, with the argument descriptions the model sees (the schema
     is generated from the serializer the endpoint validates with, like every other one here)."""
-    schema = input_schema(TOOLS_BY_NAME[tool_name])
+    schema = input_schema(tool)
     return [
         OpenApiParameter(
             name,
@@ -518,28 +206,26 @@ def tool_parameters(tool_name: str) -> list[OpenApiParameter]:
     ]
 
 
-FILTER_DESCRIPTIONS = {
-    "current": "true: only current memberships; false: only ended ones.",
-}
+def _filter_field(item: django_filters.Filter, owner: str) -> serializers.Field:
+    """The serializer field a filter's query parameter is typed like (an unknown filter is an
+    error), so ``formation.tools.field_schema`` is the one mapping to JSON Schema."""
+    if isinstance(item, django_filters.ChoiceFilter | django_filters.TypedChoiceFilter):
+        return serializers.ChoiceField(choices=[value for value, _ in item.extra["choices"]])
+    if isinstance(item, django_filters.UUIDFilter):
+        return serializers.UUIDField()
+    if isinstance(item, django_filters.CharFilter):
+        return serializers.CharField(max_length=item.extra["max_length"], allow_blank=True)
+    raise TypeError(f"No schema for {type(item).__name__} ({owner}).")
 
 
 def filter_parameters(filterset_class: type[django_filters.FilterSet]) -> list[OpenApiParameter]:
-    """The FilterSet's query parameters, typed from its filters (an unknown filter is an error)."""
+    """The FilterSet's query parameters, described by their method's docstring if they have
+    one, else by their lookup."""
     parameters = []
     for name, item in filterset_class.base_filters.items():
-        schema: dict[str, Any]
-        if isinstance(item, django_filters.ChoiceFilter | django_filters.TypedChoiceFilter):
-            schema = {"type": "string", "enum": [value for value, _ in item.extra["choices"]]}
-        elif isinstance(item, django_filters.UUIDFilter):
-            schema = {"type": "string", "format": "uuid"}
-        elif isinstance(item, django_filters.CharFilter):
-            schema = {"type": "string", "maxLength": item.extra["max_length"]}
-        else:
-            raise TypeError(f"No schema for {type(item).__name__} ({filterset_class.__name__}).")
+        schema = field_schema(_filter_field(item, filterset_class.__name__))
         method_doc = getattr(getattr(filterset_class, str(item.method), None), "__doc__", None)
-        if name in FILTER_DESCRIPTIONS:
-            description = FILTER_DESCRIPTIONS[name]
-        elif method_doc:
+        if method_doc:
             description = method_doc.strip().splitlines()[0]
         elif item.lookup_expr == "icontains":
             description = "Case-insensitive substring."
@@ -551,428 +237,18 @@ def filter_parameters(filterset_class: type[django_filters.FilterSet]) -> list[O
     return parameters
 
 
-def paged_list(
-    filterset_class: type[django_filters.FilterSet], page: type, summary: str, tag: str
-) -> Any:
-    return extend_schema(
-        summary=summary,
-        description=f"{SERVICE} Oldest first; `limit` (default 50, at most 200) and `offset`.",
-        tags=[tag],
-        parameters=[*filter_parameters(filterset_class), ListPageQuery],
-        responses=answers({200: page}, 400, 401, 403),
-    )
-
-
-# --- the views ---------------------------------------------------------------------------------
-
-
-class _Annotated(OpenApiViewExtension):
-    """Describes ``target_class`` through an annotated subclass: the served view is untouched.
-
-    Subclasses give ``methods`` (view method or action name → ``extend_schema``) and may set
-    ``attributes`` on the subclass (a ``queryset`` so drf-spectacular finds the model).
-    """
-
-    methods: dict[str, Any] = {}
-
-    def attributes(self) -> dict[str, Any]:
-        return {}
-
-    def view_replacement(self) -> Any:
-        view = self.target
-        subclass = type(
-            view.__name__, (view,), {"__module__": view.__module__, **self.attributes()}
-        )
-        return extend_schema_view(**self.methods)(subclass)
-
-
-class _ServiceViewSet(_Annotated):
-    def attributes(self) -> dict[str, Any]:
-        return {"queryset": self.target.model.objects.none(), "filter_backends": []}
-
-
-def _resource(
-    name: str,
-    plural: str,
-    serializer: type,
-    create: type,
-    page: type,
-    filterset: type[django_filters.FilterSet],
-) -> dict[str, Any]:
-    return {
-        "list": paged_list(filterset, page, f"List {plural}", RUNTIME_TAG),
-        "create": extend_schema(
-            summary=f"Create {name}",
-            description=SERVICE,
-            tags=[RUNTIME_TAG],
-            request=create,
-            responses=answers({201: serializer}, 400, 401, 403),
-        ),
-        "retrieve": extend_schema(
-            summary=f"Get {name}",
-            description=SERVICE,
-            tags=[RUNTIME_TAG],
-            parameters=[id_in_path()],
-            responses=answers({200: serializer}, 401, 403, 404),
-        ),
-    }
-
-
-class AccountViewSetSchema(_ServiceViewSet):
-    target_class = "messages_app.views.AccountViewSet"
-    methods = _resource(
-        "an account",
-        "accounts",
-        AccountSerializer,
-        AccountCreateSerializer,
-        AccountPage,
-        filters.AccountFilter,
-    )
-
-
-class AgentViewSetSchema(_ServiceViewSet):
-    target_class = "messages_app.views.AgentViewSet"
-    methods = _resource(
-        "an agent", "agents", AgentSerializer, AgentCreateSerializer, AgentPage, filters.AgentFilter
-    )
-
-
-def _conversation_action(summary: str, request: type, success: dict[int, Any], text: str) -> Any:
-    # Every action here is a POST; ``members`` also answers GET, described separately.
-    return extend_schema(
-        methods=["POST"],
-        summary=summary,
-        description=f"{SERVICE} {text}",
-        tags=[RUNTIME_TAG],
-        parameters=[id_in_path()],
-        request=request,
-        responses=answers(success, 400, 401, 403, 404),
-    )
-
-
-class ConversationViewSetSchema(_ServiceViewSet):
-    target_class = "messages_app.views.ConversationViewSet"
-    methods = {
-        **_resource(
-            "a conversation",
-            "conversations",
-            ConversationSerializer,
-            ConversationCreateSerializer,
-            ConversationPage,
-            filters.ConversationFilter,
-        ),
-        "members": [
-            extend_schema(
-                methods=["GET"],
-                summary="List a conversation's memberships",
-                description=f"{SERVICE} Oldest first; `limit` (default 50, at most 200) and "
-                "`offset`.",
-                tags=[RUNTIME_TAG],
-                parameters=[
-                    id_in_path(),
-                    *filter_parameters(filters.MembershipFilter),
-                    ListPageQuery,
-                ],
-                responses=answers({200: MembershipPage}, 400, 401, 403, 404),
-            ),
-            _conversation_action(
-                "Join a conversation",
-                MemberJoinSerializer,
-                {201: MembershipSerializer},
-                "Exactly one of `accountId` and `agentId`; `joinedAt` defaults to now.",
-            ),
-        ],
-        "leave": _conversation_action(
-            "Leave a conversation",
-            MemberLeaveSerializer,
-            {200: MembershipSerializer},
-            "Exactly one of `accountId` and `agentId`; `leftAt` defaults to now.",
-        ),
-        "messages": _conversation_action(
-            "Post a message",
-            MessageCreateSerializer,
-            {201: MessageSummarySerializer},
-            "Exactly one of `senderUserId` and `senderAgentId`. The server assigns `seq`.",
-        ),
-        "bulk": _conversation_action(
-            "Import messages",
-            MessageBulkSerializer,
-            {201: MessageBatch},
-            "1 to 5,000 messages with at most 5,000,000 characters of content in all, all or "
-            "nothing; an invalid one is named by `details.index`.",
-        ),
-    }
-
-
-def _link_transition(verb: str) -> Any:
-    return extend_schema(
-        summary=f"{verb.capitalize()} an identity link",
-        description=f"{SERVICE} Takes no body.",
-        tags=[RUNTIME_TAG],
-        parameters=[id_in_path()],
-        request=None,
-        responses=answers({200: IdentityLinkSerializer}, 400, 401, 403, 404),
-    )
-
-
-class IdentityLinkViewSetSchema(_ServiceViewSet):
-    target_class = "messages_app.views.IdentityLinkViewSet"
-    methods = {
-        **_resource(
-            "an identity link",
-            "identity links",
-            IdentityLinkSerializer,
-            IdentityLinkCreateSerializer,
-            IdentityLinkPage,
-            filters.IdentityLinkFilter,
-        ),
-        "verify": _link_transition("verify"),
-        "revoke": _link_transition("revoke"),
-    }
-
-
-class RunViewSetSchema(_ServiceViewSet):
-    target_class = "messages_app.views.RunViewSet"
-    methods = {
-        "create": extend_schema(
-            summary="Create a run",
-            description=f"{SERVICE} The answer carries the run token, once.",
-            tags=[RUNTIME_TAG],
-            request=RunCreateSerializer,
-            responses=answers({201: RunCreated}, 400, 401, 403),
-        ),
-        "retrieve": extend_schema(
-            summary="Get a run",
-            description=SERVICE,
-            tags=[RUNTIME_TAG],
-            parameters=[id_in_path()],
-            responses=answers({200: RunSerializer}, 401, 403, 404),
-        ),
-    }
-
-
-class RunTraceViewSchema(_Annotated):
-    target_class = "audit_app.views.RunTraceView"
-    methods = {
-        "get": extend_schema(
-            operation_id="run_trace",
-            summary="A run's trace",
-            description="A service token, or the run's own token (another run is not_found). "
-            "Each search_history call is a `search_audit` event, oldest first; `limit` "
-            "(default 50, at most 200) and `offset`.",
-            tags=[RUNS_TAG],
-            parameters=[id_in_path("run_id"), ListPageQuery],
-            responses=answers({200: RunTrace}, 400, 401, 403, 404),
-        )
-    }
-
-
-class ListMessagesViewSchema(_Annotated):
-    target_class = "messages_app.views.ListMessagesView"
-    methods = {
-        "get": extend_schema(
-            operation_id="list_messages",
-            summary="list_messages",
-            description=(
-                f"{AGENT} A conversation the agent is a current member of, newest first. "
-                "Offset mode: `limit`, `offset`, optional `beforeDate`. Positional mode: "
-                "exactly one of `before`, `after`, `around` (message ids), not combinable with "
-                "`offset` or `beforeDate`; an anchor the agent cannot see is not_found. A "
-                "non-UUID `before` must be RFC 3339 and is read as `beforeDate`."
-            ),
-            tags=[TOOLS_TAG],
-            parameters=tool_parameters("list_messages"),
-            responses=answers({200: MessagePage}, 400, 401, 403, 404),
-        )
-    }
-
-
-class SearchMessagesViewSchema(_Annotated):
-    target_class = "messages_app.views.SearchMessagesView"
-    methods = {
-        "get": extend_schema(
-            operation_id="search_messages",
-            summary="search_messages",
-            description=(
-                f"{AGENT} Case-insensitive literal substring (`%`, `_` and `\\` match "
-                "themselves), newest first, across the agent's conversations or in "
-                "`conversationId` (not_found if the agent is not a member). Not semantic "
-                "search: see search_history."
-            ),
-            tags=[TOOLS_TAG],
-            parameters=tool_parameters("search_messages"),
-            responses=answers({200: MessageSearchResult}, 400, 401, 403, 404),
-        )
-    }
-
-
-class MessageViewSchema(_Annotated):
-    target_class = "messages_app.views.MessageView"
-    methods = {
-        "get": extend_schema(
-            operation_id="get_message",
-            summary="get_message",
-            description=(
-                f"{AGENT} A missing message and one in a conversation the agent is not a "
-                "current member of give the same not_found. Takes no query parameters."
-            ),
-            tags=[TOOLS_TAG],
-            parameters=[id_in_path("message_id")],
-            responses=answers({200: MessageSummarySerializer}, 400, 401, 403, 404),
-        ),
-        "patch": extend_schema(
-            operation_id="message_edit",
-            summary="Edit a message",
-            description=f"{SERVICE} Search stays in step with the new text.",
-            tags=[RUNTIME_TAG],
-            parameters=[id_in_path("message_id")],
-            request=MessageEditSerializer,
-            responses=answers({200: MessageSummarySerializer}, 400, 401, 403, 404),
-        ),
-        "delete": extend_schema(
-            operation_id="message_delete",
-            summary="Delete a message",
-            description=f"{SERVICE} Erases the body for good; deleting twice is not_found.",
-            tags=[RUNTIME_TAG],
-            parameters=[id_in_path("message_id")],
-            responses=answers({204: OpenApiResponse(description="Deleted.")}, 400, 401, 403, 404),
-        ),
-    }
-
-
-class SearchHistoryViewSchema(_Annotated):
-    target_class = "search_app.views.SearchHistoryView"
-    methods = {
-        "post": extend_schema(
-            operation_id="search_history",
-            summary="search_history",
-            description=(
-                "Needs a run token (an agent or service token, or a finished run, is "
-                "forbidden). Ranked full-text search over what the run's audience may receive; "
-                f"`speaker` is one of {', '.join(SPEAKERS)}; `null` means not given. Each run "
-                f"may bring in {EVIDENCE_BUDGET} distinct messages (hits and neighbours)."
-            ),
-            tags=[TOOLS_TAG],
-            request=SearchHistorySerializer,
-            responses=answers(
-                {200: HistorySearchResult},
-                400,
-                401,
-                403,
-                limited=SEARCH_LIMITS,
-                unavailable=SEARCH_UNAVAILABLE,
-            ),
-        )
-    }
-
-
-RUN_ONLY = "Needs the run's own token (another run is not_found)."
-
-
-class RunReplyViewSchema(_Annotated):
-    target_class = "search_app.views.RunReplyView"
-    methods = {
-        "post": extend_schema(
-            operation_id="run_reply",
-            summary="Reply through the run",
-            description=(
-                f"{RUN_ONLY} Re-checks every message the run's tools returned against the "
-                "destination's audience as it stands now; if any fails, delivery_blocked and "
-                "nothing is stored. Stores the reply with that evidence as its lineage and "
-                "finishes the run (a second reply is invalid_arguments)."
-            ),
-            tags=[RUNS_TAG],
-            parameters=[id_in_path("run_id")],
-            request=RunContentSerializer,
-            responses=answers({201: MessageSummarySerializer}, 400, 401, 403, 404, 409),
-        )
-    }
-
-
-class RunMemoriesViewSchema(_Annotated):
-    target_class = "search_app.views.RunMemoriesView"
-    methods = {
-        "post": extend_schema(
-            operation_id="memory_create",
-            summary="Remember something",
-            description=(
-                f"{RUN_ONLY} The memory inherits the restrictions of everything the run has "
-                "seen. Allowed after the reply too."
-            ),
-            tags=[RUNS_TAG],
-            parameters=[id_in_path("run_id")],
-            request=RunContentSerializer,
-            responses=answers({201: MemoryCreated}, 400, 401, 403, 404),
-        )
-    }
-
-
-class MemoriesViewSchema(_Annotated):
-    target_class = "search_app.views.MemoriesView"
-    methods = {
-        "get": extend_schema(
-            operation_id="memory_search",
-            summary="Search the agent's memories",
-            description=(
-                "Needs a run token. The agent's memories that match the query's words and that "
-                "the run's destination may receive, best first."
-            ),
-            tags=[RUNS_TAG],
-            parameters=[MemorySearchQuery],
-            responses=answers({200: MemorySearchResult}, 400, 401, 403),
-        )
-    }
-
-
-class ToolListViewSchema(_Annotated):
-    target_class = "formation.tool_urls.ToolListView"
-    methods = {
-        "get": extend_schema(
-            operation_id="tools_list",
-            summary="Agent tool definitions",
-            description=(
-                "Any valid token (service, agent or run). The four agent tools with JSON Schemas "
-                "generated from the serializers their endpoints validate with; "
-                f"`style` picks the shape: {', '.join(STYLES)}."
-            ),
-            tags=["Tool definitions"],
-            parameters=[ToolListQuery],
-            responses=answers({200: TOOL_LIST}, 400, 401),
-        )
-    }
-
-
 # --- links -------------------------------------------------------------------------------------
 
 # What a client can do next with the resource a call created (OpenAPI 3.0 links): the id in the
-# answer fills the next call's path. Clients and the stateful fuzzer follow them.
-LINKS: dict[str, dict[str, tuple[str, str]]] = {
-    "accounts_create": {"GetAccount": ("accounts_retrieve", "id")},
-    "agents_create": {"GetAgent": ("agents_retrieve", "id")},
-    "conversations_create": {
-        "GetConversation": ("conversations_retrieve", "id"),
-        "ListMembers": ("conversations_members_retrieve", "id"),
-        "AddMember": ("conversations_members_create", "id"),
-        "PostMessage": ("conversations_messages_create", "id"),
-        "PostMessages": ("conversations_messages_bulk_create", "id"),
-    },
-    "conversations_messages_create": {
-        "GetMessage": ("get_message", "message_id"),
-        "EditMessage": ("message_edit", "message_id"),
-        "DeleteMessage": ("message_delete", "message_id"),
-    },
-    "identity_links_create": {
-        "GetIdentityLink": ("identity_links_retrieve", "id"),
-        "VerifyIdentityLink": ("identity_links_verify_create", "id"),
-        "RevokeIdentityLink": ("identity_links_revoke_create", "id"),
-    },
-    "runs_create": {
-        "GetRun": ("runs_retrieve", "id"),
-        "Reply": ("run_reply", "run_id"),
-        "RememberMemory": ("memory_create", "run_id"),
-        "GetTrace": ("run_trace", "run_id"),
-    },
-}
+# answer fills the next call's path. Clients and the stateful fuzzer follow them. Each app
+# declares the links of its own operations next to their views (``declare_links``).
+LINKS: dict[str, dict[str, tuple[str, str]]] = {}
+
+
+def declare_links(links: Mapping[str, Mapping[str, tuple[str, str]]]) -> None:
+    """``{creating operation: {link name: (target operation, its path parameter)}}``."""
+    for operation, targets in links.items():
+        LINKS.setdefault(operation, {}).update(targets)
 
 
 def add_links(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict:

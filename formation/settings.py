@@ -78,6 +78,8 @@ INSTALLED_APPS = [
     "messages_app",
     "search_app",
     "audit_app",
+    # Not the product: the demo workspace and the benchmark corpus, with their commands.
+    "synthetic",
 ]
 
 MIDDLEWARE = [
@@ -242,8 +244,13 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 
-# OpenAPI 3 at /api/schema/ and Swagger UI at /api/docs/; every annotation is in
-# formation/openapi.py. Both pages are public and ignore any Authorization header.
+# Turns a token's digest into the ``formation.auth.Caller`` it authenticates: the token table is
+# the messages app's, and formation/auth.py holds only the primitives.
+TOKEN_LOOKUP = "messages_app.tokens.caller_for_digest"
+
+# OpenAPI 3 at /api/schema/ and Swagger UI at /api/docs/; each view carries its annotation and
+# formation/openapi.py the shared envelope. Both pages are public and ignore any Authorization
+# header.
 SPECTACULAR_SETTINGS = {
     "TITLE": "Formation history API",
     "DESCRIPTION": (

@@ -6,12 +6,69 @@ token. search_history is listed for every caller; calling it still needs a run t
 """
 
 from django.urls import path
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from formation.fields import Choice, StrictSerializer, query_params
+from formation.openapi import answers
 from formation.tools import STYLES, tool_definitions
+
+# The answer's shape: the definitions are generated (formation/tools.py), so it is written here
+# as JSON Schema, one alternative per style.
+TOOL_LIST = {
+    "type": "object",
+    "properties": {
+        "items": {
+            "type": "array",
+            "description": "One definition per tool, in the shape `style` names.",
+            "items": {
+                "oneOf": [
+                    {
+                        "title": "mcp",
+                        "type": "object",
+                        "required": ["name", "description", "inputSchema"],
+                        "properties": {
+                            "name": {"type": "string"},
+                            "description": {"type": "string"},
+                            "inputSchema": {"type": "object", "description": "JSON Schema."},
+                        },
+                    },
+                    {
+                        "title": "openai",
+                        "type": "object",
+                        "required": ["type", "function"],
+                        "properties": {
+                            "type": {"type": "string", "enum": ["function"]},
+                            "function": {
+                                "type": "object",
+                                "required": ["name", "description", "parameters"],
+                                "properties": {
+                                    "name": {"type": "string"},
+                                    "description": {"type": "string"},
+                                    "parameters": {"type": "object", "description": "JSON Schema."},
+                                },
+                            },
+                        },
+                    },
+                    {
+                        "title": "anthropic",
+                        "type": "object",
+                        "required": ["name", "description", "input_schema"],
+                        "properties": {
+                            "name": {"type": "string"},
+                            "description": {"type": "string"},
+                            "input_schema": {"type": "object", "description": "JSON Schema."},
+                        },
+                    },
+                ]
+            },
+        },
+        "total": {"type": "integer"},
+    },
+    "required": ["items", "total"],
+}
 
 
 class ToolListQuery(StrictSerializer):
@@ -19,6 +76,20 @@ class ToolListQuery(StrictSerializer):
     style = Choice(choices=STYLES, default="mcp")
 
 
+@extend_schema_view(
+    get=extend_schema(
+        operation_id="tools_list",
+        summary="Agent tool definitions",
+        description=(
+            "Any valid token (service, agent or run). The four agent tools with JSON Schemas "
+            "generated from the serializers their endpoints validate with; "
+            f"`style` picks the shape: {', '.join(STYLES)}."
+        ),
+        tags=["Tool definitions"],
+        parameters=[ToolListQuery],
+        responses=answers({200: TOOL_LIST}, 400, 401),
+    )
+)
 class ToolListView(APIView):
     def get(self, request: Request) -> Response:
         items = tool_definitions(query_params(request, ToolListQuery)["style"])

@@ -1,49 +1,73 @@
-"""The four agent tools as a model sees them, and their execution outside HTTP.
+"""The agent tool registry: each app declares its tools, and everything that shows or runs
+a tool (``GET /api/v1/tools``, ``manage.py export_tools``, the REST views, the MCP server) reads
+them here.
 
-Each tool is declared once: its name, a description written for a model, and the serializer that
-validates its arguments. The JSON Schema that clients receive (``GET /api/v1/tools``,
-``manage.py export_tools``, the MCP server) is generated from that serializer, which is the one
-the REST endpoint validates with, so the published schema and the accepted arguments cannot drift:
-a new serializer field without a description here, or of a type the generator does not know,
-fails loudly instead of being published half-described.
+An app declares its tools in its own ``tools.py`` (``messages_app``: list_messages, get_message
+and search_messages; ``search_app``: search_history), which its ``AppConfig.ready`` imports, so
+they are listed in ``INSTALLED_APPS`` order. A tool is declared once: its name, a description
+written for a model, the serializer that validates its arguments, and its body. The JSON Schema
+that clients receive is generated from that serializer, which is the one the REST endpoint
+validates with, so the published schema and the accepted arguments cannot drift: a new
+serializer field without a description, or of a type the generator does not know, fails loudly
+instead of being published half-described.
 
-``call_tool`` runs a tool for an authenticated caller through the same selectors and services as
-the REST views and answers the same JSON body, or raises the same ``ApiError``; the MCP server is
-a thin transport over it.
+Every body has one signature, ``body(call, arguments) -> dict``: the ``ToolCall`` (the caller,
+and for a run token the run's destination and requester) and the validated arguments; it answers
+the REST body, or raises the same ``ApiError``. ``run_tool`` is the one way in, for the REST
+views (``ToolView``) and ``call_tool`` (the MCP server's) alike.
+
+Runs. A run token's call holds its run while the body runs: the run is share-locked, and what
+the body reports with ``call.returned`` becomes the run's evidence in the same transaction.
+How a run is held belongs to the app that owns runs (``search_app/runs.py``), which installs it
+with ``hold_runs_with``, so this module imports no app; a run token's call with nothing
+installed is refused rather than left without evidence. search_history locks its run itself
+(``locks_run_itself``), exclusively, to spend its budget.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import dataclasses
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Literal
 
+from django.core.exceptions import ImproperlyConfigured
 from rest_framework import serializers
 from rest_framework.fields import empty
 from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
-from formation.auth import BearerTokenAuthentication, Caller, IsAgentOrRunToken, IsRunToken
+from formation.auth import BearerTokenAuthentication, Caller
 from formation.errors import ApiError, Unauthenticated
-from formation.fields import Id, StrictSerializer, Timestamp
-from messages_app import tools as message_tools
-from messages_app.serializers import ListMessagesQuery, SearchMessagesQuery
-from search_app import tools as history_tools
-from search_app.serializers import (
-    DEFAULT_HITS,
-    MAX_HITS,
-    SearchHistorySerializer,
-)
-from search_app.services import EVIDENCE_BUDGET
+from formation.fields import Timestamp
 
 Style = Literal["mcp", "openai", "anthropic"]
 STYLES: tuple[Style, ...] = ("mcp", "openai", "anthropic")
 
 
-class GetMessageArguments(StrictSerializer):
-    """get_message's one argument. Over REST the id is the path (``/messages/{id}``)."""
+@dataclass
+class ToolCall:
+    """One call of an agent tool as its body sees it: the caller and, with a run token, the
+    run's destination and requester, and what the body answers (the run's evidence)."""
 
-    messageId = Id()
+    caller: Caller
+    destination_id: uuid.UUID | None = None
+    requester_id: uuid.UUID | None = None
+    returned_ids: list[uuid.UUID] = dataclasses.field(default_factory=list)
+
+    def returned(self, messages: Iterable[Any]) -> None:
+        """The body is about to answer these messages."""
+        self.returned_ids.extend(message.id for message in messages)
+
+
+ToolBody = Callable[[ToolCall, dict[str, Any]], dict[str, Any]]
+# Holds a run token's run for one call of the named tool (see the module docstring).
+RunHolder = Callable[[ToolCall, str], AbstractContextManager[None]]
 
 
 @dataclass(frozen=True)
@@ -54,145 +78,54 @@ class AgentTool:
     # One sentence per argument, keyed like the serializer's fields (checked when generating).
     argument_descriptions: Mapping[str, str]
     permission: type[BasePermission]
-    # Answers the REST body, from the caller and the validated arguments serializer.
-    run: Callable[[Caller, Any], dict[str, Any]]
+    body: ToolBody
     read_only: bool = True
+    # The body locks a run token's run itself, instead of the registry holding it shared.
+    locks_run_itself: bool = False
 
 
-# --- execution: the same functions the REST views call ---------------------------------------
+AGENT_TOOLS: list[AgentTool] = []
+TOOLS_BY_NAME: dict[str, AgentTool] = {}
+_run_holders: list[RunHolder] = []
 
 
-def _list_messages(caller: Caller, arguments: ListMessagesQuery) -> dict[str, Any]:
-    return message_tools.list_messages(caller, arguments.validated_data)
+def register(tool: AgentTool) -> AgentTool:
+    """Add ``tool`` to the registry (an app's ``tools.py`` does, when its app is ready)."""
+    if tool.name in TOOLS_BY_NAME:
+        raise ImproperlyConfigured(f"The agent tool {tool.name} is registered twice.")
+    AGENT_TOOLS.append(tool)
+    TOOLS_BY_NAME[tool.name] = tool
+    return tool
 
 
-def _get_message(caller: Caller, arguments: GetMessageArguments) -> dict[str, Any]:
-    return message_tools.get_message(caller, arguments.validated_data["messageId"])
+def hold_runs_with(holder: RunHolder) -> None:
+    """Install how a run token's call holds its run (the app that owns runs does, once)."""
+    if _run_holders:
+        raise ImproperlyConfigured("Runs are already held by another function.")
+    _run_holders.append(holder)
 
 
-def _search_messages(caller: Caller, arguments: SearchMessagesQuery) -> dict[str, Any]:
-    return message_tools.search_messages(caller, arguments.validated_data)
+def run_tool(tool: AgentTool, caller: Caller, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Run ``tool``'s body for an authenticated, permitted caller with validated arguments."""
+    call = ToolCall(caller=caller)
+    if caller.run_id is None or tool.locks_run_itself:
+        return tool.body(call, arguments)
+    if not _run_holders:
+        raise ImproperlyConfigured("No installed app holds runs for tool calls.")
+    with _run_holders[0](call, tool.name):
+        return tool.body(call, arguments)
 
 
-# --- the definitions -------------------------------------------------------------------------
+class ToolView(APIView):
+    """A tool's REST endpoint: the tool's permission, then its body through ``run_tool``."""
 
-AGENT_TOOLS: tuple[AgentTool, ...] = (
-    AgentTool(
-        name="list_messages",
-        description=(
-            "Read one conversation's messages in order, newest first. Use it to page back "
-            "through a conversation (limit and offset, optionally only messages before "
-            "beforeDate) or to read the exchange around a message whose id you already have "
-            "(exactly one of before, after or around). Only conversations this agent is a "
-            "current member of can be read, and deleted messages never appear. It does not "
-            "search: to find messages by their words use search_messages (exact text) or "
-            "search_history (ranked search over everything this run may use)."
-        ),
-        arguments=ListMessagesQuery,
-        argument_descriptions={
-            "conversationId": "The conversation to read (a UUID).",
-            "limit": (
-                "How many messages to return, 1 to 200 (default 50). With around: up to "
-                "limit/2 on each side of the anchor, plus the anchor."
-            ),
-            "offset": (
-                "Skip this many of the newest messages (default 0, at most 100000). Not "
-                "combinable with before, after or around."
-            ),
-            "beforeDate": (
-                "Only messages created before this RFC 3339 time, e.g. 2026-01-02T03:04:05Z. "
-                "Not combinable with before, after or around."
-            ),
-            "before": (
-                "A message id: the limit messages just older than it. (A legacy RFC 3339 "
-                "time here is read as beforeDate.)"
-            ),
-            "after": "A message id: the limit messages just newer than it.",
-            "around": "A message id: that message with up to limit/2 messages on each side.",
-        },
-        permission=IsAgentOrRunToken,
-        run=_list_messages,
-    ),
-    AgentTool(
-        name="get_message",
-        description=(
-            "Fetch one message by its id (a UUID taken from another tool's result). Answers "
-            "not_found both when the message does not exist and when this agent may not read "
-            "its conversation. To see the messages around it, use list_messages with around "
-            "set to this id."
-        ),
-        arguments=GetMessageArguments,
-        argument_descriptions={"messageId": "The message's id (a UUID)."},
-        permission=IsAgentOrRunToken,
-        run=_get_message,
-    ),
-    AgentTool(
-        name="search_messages",
-        description=(
-            "Find messages that contain an exact piece of text: a case-insensitive literal "
-            "substring match, newest first, across the conversations this agent is a member of "
-            "or inside one conversation. Use it for a phrase, name, number, code or error "
-            "string you expect to appear verbatim. It is not semantic search and does not "
-            "rank: no word forms, synonyms or paraphrases match, and % and _ are ordinary "
-            "characters. To find what was said about a topic, or a decision, use "
-            "search_history instead. total counts the items returned, not every match."
-        ),
-        arguments=SearchMessagesQuery,
-        argument_descriptions={
-            "query": (
-                "The exact text to look for, 1 to 500 characters (not only spaces), matched "
-                "case-insensitively as a substring."
-            ),
-            "conversationId": (
-                "Only search this conversation (a UUID). Omit it to search every conversation "
-                "this agent is a member of."
-            ),
-            "limit": "How many messages to return, 1 to 100 (default 20).",
-        },
-        permission=IsAgentOrRunToken,
-        run=_search_messages,
-    ),
-    AgentTool(
-        name="search_history",
-        description=(
-            "Search the past conversations this run may draw on, ranked by relevance, to "
-            "answer questions such as 'what did we decide about the migration last month?'. "
-            "Words match in any grammatical form (migrate, migrating, migration) and any of "
-            "the query's words may match; hits with more, rarer and closer words rank higher, "
-            "helped by who spoke, where and how recently. Each hit carries its conversation, "
-            "speaker, time, text, the reasons for its rank and up to two messages on each side "
-            "for context. Only messages that the current conversation's audience may receive "
-            "are returned, and the run's current message and recent history are left out "
-            "because you already have them. It is lexical full-text search, not semantic: "
-            "synonyms and paraphrases do not match, so use the words people would have "
-            "written; for an exact phrase or code use search_messages. Needs a run token. A "
-            f"run may bring in at most {EVIDENCE_BUDGET} distinct messages through this tool; "
-            "after that it answers search_budget_exhausted."
-        ),
-        arguments=SearchHistorySerializer,
-        argument_descriptions={
-            "query": (
-                "Words to look for, at most 500 characters and 24 distinct words. Common "
-                "words such as 'the' are ignored, so a query of only those is invalid."
-            ),
-            "speaker": (
-                "Whose messages count as hits: anyone (the default), requester (the person "
-                "being answered, including their linked accounts) or you (this agent)."
-            ),
-            "after": "Only hits created after this RFC 3339 time, e.g. 2026-01-02T03:04:05Z.",
-            "before": "Only hits created before this RFC 3339 time.",
-            "limit": (
-                f"How many hits to return, 1 to {MAX_HITS} (default {DEFAULT_HITS}). Each hit "
-                "also brings up to four neighbouring messages."
-            ),
-        },
-        permission=IsRunToken,
-        run=history_tools.search_history,
-        read_only=False,
-    ),
-)
+    tool: AgentTool
 
-TOOLS_BY_NAME: dict[str, AgentTool] = {tool.name: tool for tool in AGENT_TOOLS}
+    def get_permissions(self) -> list[BasePermission]:
+        return [self.tool.permission()]
+
+    def answer(self, request: Request, arguments: dict[str, Any]) -> Response:
+        return Response(run_tool(self.tool, request.user, arguments))
 
 
 # --- JSON Schema from the serializers ----------------------------------------------------------
@@ -311,7 +244,8 @@ def tools_for(caller: Caller) -> tuple[AgentTool, ...]:
 
 
 def call_tool(*, caller: Caller, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
-    """Run one tool as ``caller``: the REST endpoint's permission, validation and body.
+    """Run one tool as ``caller`` outside HTTP: the REST endpoint's permission, validation and
+    body.
 
     ``arguments`` are JSON, so they are held to a JSON body's types (``"5"`` is no integer,
     ``formation.fields.ArgumentInteger``) whichever part of the request REST reads them from.
@@ -322,4 +256,4 @@ def call_tool(*, caller: Caller, name: str, arguments: Mapping[str, Any]) -> dic
     _check_permission(tool, caller)
     serializer = tool.arguments(data=dict(arguments))
     serializer.is_valid(raise_exception=True)
-    return tool.run(caller, serializer)
+    return run_tool(tool, caller, serializer.validated_data)

@@ -15,7 +15,6 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("api/v1/", include("messages_app.urls")),
     path("api/v1/", include("search_app.urls")),
-    path("api/v1/", include("audit_app.urls")),
     path("api/v1/", include("formation.tool_urls")),
     # OpenAPI schema and Swagger UI, public; including the module registers its annotations.
     path("api/", include("formation.openapi")),

@@ -69,6 +69,7 @@ class MembershipFilter(django_filters.FilterSet):
         fields = ["current", "accountId", "agentId"]
 
     def filter_current(self, queryset, name, value):
+        """true: only current memberships; false: only ended ones."""
         return queryset.filter(left_at__isnull=value)
 
 

@@ -20,6 +20,8 @@ from django.db.models import F, Func, Q
 from django.db.models.functions import Greatest, Least, Upper
 from django.utils import timezone
 
+from formation.auth import TokenKind
+
 
 class TsTzRange(Func):
     """``tstzrange(joined_at, left_at, '[)')``: an open-ended interval while left_at is null."""
@@ -525,12 +527,6 @@ class RunEvidence(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id} saw {self.message_id}"
-
-
-class TokenKind(models.TextChoices):
-    SERVICE = "service"
-    AGENT = "agent"
-    RUN = "run"
 
 
 class ApiToken(models.Model):

@@ -1,8 +1,7 @@
-"""Request validation and response shapes for the ingestion API and the agent tools.
+"""Request validation and response shapes for the ingestion API and the message tools.
 
-Field names on the wire are camelCase (SPEC §8). Output serializers declare their fields (for
-the schema) but build plain dicts directly in ``to_representation``: on a 200-item page that is
-several times faster than DRF's field-by-field rendering.
+Field names on the wire are camelCase (SPEC §8). Each response shape is a ``formation.shapes``
+``Shape``: its fields are what the schema documents and what the body is rendered from.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from formation.errors import InvalidArguments
+from formation.errors import InvalidArguments, InvalidArgumentsDetails
 from formation.fields import (
     ArgumentInteger,
     Choice,
@@ -21,25 +20,11 @@ from formation.fields import (
     StrictSerializer,
     Text,
     Timestamp,
-    format_timestamp,
     parse_rfc3339,
 )
-from messages_app.models import (
-    ConversationKind,
-    IdentityLink,
-    Membership,
-    Message,
-    MessageRole,
-    MessageStatus,
-    Run,
-)
-from messages_app.services import (
-    MAX_BULK_MESSAGES,
-    MAX_LINEAGE,
-    MAX_RECENT_MESSAGES,
-    MessageDraft,
-    check_bulk_size,
-)
+from formation.shapes import Shape, page_shape
+from messages_app.models import ConversationKind, MessageRole, MessageStatus
+from messages_app.services import MAX_BULK_MESSAGES, MAX_LINEAGE, MessageDraft, check_bulk_size
 
 MAX_CONTENT_CHARS = 100_000
 MAX_NAME_CHARS = 200
@@ -51,36 +36,21 @@ class AccountCreateSerializer(StrictSerializer):
     externalId = Text(max_length=MAX_NAME_CHARS, required=False, allow_null=True)
 
 
-class AccountSerializer(serializers.Serializer):
+class AccountSerializer(Shape):
     id = serializers.UUIDField()
     displayName = serializers.CharField(source="display_name")
     externalId = serializers.CharField(source="external_id", allow_null=True)
     createdAt = serializers.DateTimeField(source="created_at")
-
-    def to_representation(self, account) -> dict[str, Any]:
-        return {
-            "id": str(account.id),
-            "displayName": account.display_name,
-            "externalId": account.external_id,
-            "createdAt": format_timestamp(account.created_at),
-        }
 
 
 class AgentCreateSerializer(StrictSerializer):
     name = Text(max_length=MAX_NAME_CHARS, allow_blank=False)
 
 
-class AgentSerializer(serializers.Serializer):
+class AgentSerializer(Shape):
     id = serializers.UUIDField()
     name = serializers.CharField()
     createdAt = serializers.DateTimeField(source="created_at")
-
-    def to_representation(self, agent) -> dict[str, Any]:
-        return {
-            "id": str(agent.id),
-            "name": agent.name,
-            "createdAt": format_timestamp(agent.created_at),
-        }
 
 
 class ConversationCreateSerializer(StrictSerializer):
@@ -89,21 +59,12 @@ class ConversationCreateSerializer(StrictSerializer):
     externalId = Text(max_length=MAX_NAME_CHARS, required=False, allow_null=True)
 
 
-class ConversationSerializer(serializers.Serializer):
+class ConversationSerializer(Shape):
     id = serializers.UUIDField()
     kind = serializers.CharField()
     title = serializers.CharField()
     externalId = serializers.CharField(source="external_id", allow_null=True)
     createdAt = serializers.DateTimeField(source="created_at")
-
-    def to_representation(self, conversation) -> dict[str, Any]:
-        return {
-            "id": str(conversation.id),
-            "kind": conversation.kind,
-            "title": conversation.title,
-            "externalId": conversation.external_id,
-            "createdAt": format_timestamp(conversation.created_at),
-        }
 
 
 class _MemberSerializer(StrictSerializer):
@@ -124,23 +85,13 @@ class MemberLeaveSerializer(_MemberSerializer):
     leftAt = Timestamp(required=False)
 
 
-class MembershipSerializer(serializers.Serializer):
+class MembershipSerializer(Shape):
     id = serializers.UUIDField()
     conversationId = serializers.UUIDField(source="conversation_id")
     accountId = serializers.UUIDField(source="account_id", allow_null=True)
     agentId = serializers.UUIDField(source="agent_id", allow_null=True)
     joinedAt = serializers.DateTimeField(source="joined_at")
     leftAt = serializers.DateTimeField(source="left_at", allow_null=True)
-
-    def to_representation(self, membership: Membership) -> dict[str, Any]:
-        return {
-            "id": str(membership.id),
-            "conversationId": str(membership.conversation_id),
-            "accountId": str(membership.account_id) if membership.account_id else None,
-            "agentId": str(membership.agent_id) if membership.agent_id else None,
-            "joinedAt": format_timestamp(membership.joined_at),
-            "leftAt": format_timestamp(membership.left_at),
-        }
 
 
 class MessageCreateSerializer(StrictSerializer):
@@ -214,7 +165,7 @@ class MessageBulkSerializer(StrictSerializer):
                 errors = per_item.get(index, per_item.get(str(index)))
                 raise InvalidArguments(
                     "A message in the batch is invalid; nothing was stored.",
-                    details={"index": index, "fields": errors},
+                    details=InvalidArgumentsDetails.render(index=index, fields=errors),
                 )
         raise serializers.ValidationError(self.errors)
 
@@ -223,7 +174,7 @@ class MessageEditSerializer(StrictSerializer):
     content = Text(max_length=MAX_CONTENT_CHARS, allow_blank=False)
 
 
-class MessageSummarySerializer(serializers.Serializer):
+class MessageSummarySerializer(Shape):
     """SPEC §5 message summary: exactly one of senderAgentId / senderUserId is present."""
 
     id = serializers.UUIDField()
@@ -238,39 +189,13 @@ class MessageSummarySerializer(serializers.Serializer):
     content = serializers.CharField()
     createdAt = serializers.DateTimeField(source="created_at")
 
-    def to_representation(self, message: Message) -> dict[str, Any]:
-        return message_summary(message)
-
-
-def message_summary(message: Message) -> dict[str, Any]:
-    summary: dict[str, Any] = {
-        "id": str(message.id),
-        "conversationId": str(message.conversation_id),
-        "seq": message.seq,
-        "role": message.role,
-        "status": message.status,
-    }
-    if message.sender_agent_id:
-        summary["senderAgentId"] = str(message.sender_agent_id)
-    else:
-        summary["senderUserId"] = str(message.sender_account_id)
-    summary.update(
-        {
-            "replyToId": str(message.reply_to_id) if message.reply_to_id else None,
-            "threadId": str(message.thread_id) if message.thread_id else None,
-            "content": message.content,
-            "createdAt": format_timestamp(message.created_at),
-        }
-    )
-    return summary
-
 
 class IdentityLinkCreateSerializer(StrictSerializer):
     accountId = Id()
     linkedAccountId = Id()
 
 
-class IdentityLinkSerializer(serializers.Serializer):
+class IdentityLinkSerializer(Shape):
     id = serializers.UUIDField()
     accountId = serializers.UUIDField(source="account_id")
     linkedAccountId = serializers.UUIDField(source="linked_account_id")
@@ -279,43 +204,35 @@ class IdentityLinkSerializer(serializers.Serializer):
     verifiedAt = serializers.DateTimeField(source="verified_at", allow_null=True)
     revokedAt = serializers.DateTimeField(source="revoked_at", allow_null=True)
 
-    def to_representation(self, link: IdentityLink) -> dict[str, Any]:
-        return {
-            "id": str(link.id),
-            "accountId": str(link.account_id),
-            "linkedAccountId": str(link.linked_account_id),
-            "status": link.status,
-            "createdAt": format_timestamp(link.created_at),
-            "verifiedAt": format_timestamp(link.verified_at),
-            "revokedAt": format_timestamp(link.revoked_at),
-        }
 
-
-class RunCreateSerializer(StrictSerializer):
-    agentId = Id()
-    conversationId = Id()
-    requesterId = Id()
-    currentMessageId = Id(required=False, allow_null=True)
-    recentMessageIds = serializers.ListField(
-        child=Id(), required=False, max_length=MAX_RECENT_MESSAGES
+class MessagePage(Shape):
+    items = MessageSummarySerializer(many=True, help_text="Newest first.")
+    total = serializers.IntegerField(
+        help_text="Live messages in the conversation (before beforeDate, if given)."
     )
+    limit = serializers.IntegerField()
+    offset = serializers.IntegerField(
+        required=False, help_text="Offset mode only: absent for before/after/around."
+    )
+    hasOlder = serializers.BooleanField(source="has_older")
+    hasNewer = serializers.BooleanField(source="has_newer")
 
 
-class RunSerializer(serializers.Serializer):
-    id = serializers.UUIDField()
-    agentId = serializers.UUIDField(source="agent_id")
-    conversationId = serializers.UUIDField(source="conversation_id")
-    requesterId = serializers.UUIDField(source="requester_id")
-    createdAt = serializers.DateTimeField(source="created_at")
+class MessageSearchResult(Shape):
+    items = MessageSummarySerializer(many=True, help_text="Newest first.")
+    total = serializers.IntegerField(help_text="The number of items returned by this call.")
+    limit = serializers.IntegerField()
 
-    def to_representation(self, run: Run) -> dict[str, Any]:
-        return {
-            "id": str(run.id),
-            "agentId": str(run.agent_id),
-            "conversationId": str(run.conversation_id),
-            "requesterId": str(run.requester_id),
-            "createdAt": format_timestamp(run.created_at),
-        }
+
+class MessageBatch(Shape):
+    items = MessageSummarySerializer(many=True, help_text="In the order they were sent.")
+
+
+AccountPage = page_shape("AccountPage", AccountSerializer)
+AgentPage = page_shape("AgentPage", AgentSerializer)
+ConversationPage = page_shape("ConversationPage", ConversationSerializer)
+MembershipPage = page_shape("MembershipPage", MembershipSerializer)
+IdentityLinkPage = page_shape("IdentityLinkPage", IdentityLinkSerializer)
 
 
 # --- agent tool query strings ----------------------------------------------------------------

@@ -1,4 +1,6 @@
-"""Every write to workspaces, people, conversations, messages, links, runs and tokens.
+"""Every write to workspaces, people, conversations, messages, links and tokens.
+
+A run's rows are written by ``search_app/runs.py``, which owns a run's life.
 
 Services are keyword-only, typed and atomic. They take already-authorised objects (the caller's
 workspace comes from its token) and raise ``formation.errors`` exceptions with fixed sentences:
@@ -9,24 +11,22 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TypeVar
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from formation.auth import token_digest
-from formation.errors import Forbidden, InvalidArguments, NotFound
+from formation.errors import InvalidArguments, NotFound
 from messages_app.models import (
     Account,
     Agent,
     ApiToken,
     Conversation,
-    ConversationKind,
     IdentityLink,
     IdentityLinkStatus,
     Membership,
@@ -35,8 +35,6 @@ from messages_app.models import (
     MessageRole,
     MessageStatus,
     Run,
-    RunEvidence,
-    TokenKind,
     Workspace,
 )
 
@@ -53,6 +51,8 @@ MAX_LINEAGE = 1_000
 # Lineage rows one request may add in all (a bulk of 5,000 agent replies, 4 sources each).
 MAX_LINEAGE_PER_REQUEST = 20_000
 MAX_RECENT_MESSAGES = 1_000
+# A lineage source's id: a UUID, or its text in the synthetic corpus (both sort alike).
+SourceId = TypeVar("SourceId", uuid.UUID, str)
 
 
 def workspace_create(*, slug: str, name: str = "") -> Workspace:
@@ -287,22 +287,26 @@ def check_bulk_size(contents: Iterable[str]) -> None:
         )
 
 
-def _reserve_seqs(conversation: Conversation, count: int) -> int:
-    """Take ``count`` consecutive seqs and return the first; count them as live messages.
+def seqs_reserve(counts: Mapping[uuid.UUID, tuple[int, int]]) -> dict[uuid.UUID, int]:
+    """Take ``added`` consecutive seqs in each conversation and count ``live`` of them as live
+    messages (``counts``: conversation id -> ``(added, live)``); return each one's first seq.
 
-    The UPDATE holds the conversation's row lock until commit, so concurrent writers to one
+    The UPDATE holds the conversations' row locks until commit, so concurrent writers to one
     conversation queue here and a rolled-back transaction gives its numbers back: committed seqs
-    are strictly increasing, never reused, and have no gaps.
+    are strictly increasing, never reused, and have no gaps. The synthetic corpus
+    (``synthetic/corpus.py``) reserves its seqs here too.
     """
+    ids = list(counts)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {Conversation._meta.db_table} "
-            "SET last_seq = last_seq + %s, live_message_count = live_message_count + %s "
-            "WHERE id = %s RETURNING last_seq",
-            [count, count, conversation.pk],
+            f"UPDATE {Conversation._meta.db_table} AS c "
+            "SET last_seq = c.last_seq + d.added, "
+            "live_message_count = c.live_message_count + d.live "
+            "FROM unnest(%s::uuid[], %s::bigint[], %s::bigint[]) AS d(id, added, live) "
+            "WHERE c.id = d.id RETURNING c.id, c.last_seq",
+            [ids, [counts[i][0] for i in ids], [counts[i][1] for i in ids]],
         )
-        (last,) = cursor.fetchone()
-    return last - count + 1
+        return {room: last - counts[room][0] + 1 for room, last in cursor.fetchall()}
 
 
 def _default_role(draft: MessageDraft) -> str:
@@ -332,7 +336,7 @@ def messages_create(
     _check_references(conversation, drafts)
     now = timezone.now()
     with transaction.atomic():
-        first_seq = _reserve_seqs(conversation, len(drafts))
+        first_seq = seqs_reserve({conversation.pk: (len(drafts), len(drafts))})[conversation.pk]
         messages = [
             Message(
                 workspace_id=conversation.workspace_id,
@@ -409,17 +413,28 @@ def _lineage_closure(
         inherited.setdefault(message_id, set()).add(source_id)
     rows = []
     for message, draft in zip(messages, drafts, strict=True):
-        direct = list(dict.fromkeys(draft.lineage))
-        indirect = {src for source in direct for src in inherited.get(source, ())} - set(direct)
+        direct, indirect = lineage_sources(draft.lineage, inherited)
         rows += [
             MessageLineage(workspace_id=workspace_id, message=message, source_id=src, direct=True)
             for src in direct
         ]
         rows += [
             MessageLineage(workspace_id=workspace_id, message=message, source_id=src, direct=False)
-            for src in sorted(indirect)
+            for src in indirect
         ]
     return rows
+
+
+def lineage_sources(
+    named: Iterable[SourceId], inherited: Mapping[SourceId, Iterable[SourceId]]
+) -> tuple[list[SourceId], list[SourceId]]:
+    """A message's lineage closure as it is stored: the sources it names, once each in the
+    order named (``direct``), then everything those inherited (``inherited``: each source's own
+    closure) that it does not name, sorted. The synthetic corpus builds its closures here too.
+    """
+    direct = list(dict.fromkeys(named))
+    indirect = {src for source in direct for src in inherited.get(source, ())} - set(direct)
+    return direct, sorted(indirect)
 
 
 def message_create(
@@ -504,153 +519,3 @@ def identity_link_revoke(*, link: IdentityLink) -> IdentityLink:
             raise InvalidArguments("This link is already revoked.")
     link.refresh_from_db()
     return link
-
-
-def _is_current_member(
-    conversation: Conversation, *, account_id: uuid.UUID | None = None, agent_id=None
-) -> bool:
-    return conversation.memberships.filter(
-        _member_filter(account_id, agent_id), left_at__isnull=True
-    ).exists()
-
-
-def run_create(
-    *,
-    workspace_id: uuid.UUID,
-    agent_id: uuid.UUID,
-    conversation_id: uuid.UUID,
-    requester_id: uuid.UUID,
-    current_message_id: uuid.UUID | None = None,
-    recent_message_ids: Iterable[uuid.UUID] = (),
-) -> tuple[Run, str]:
-    """Open a turn: the agent must be in the destination, the requester able to read it."""
-    agent = Agent.objects.filter(workspace_id=workspace_id, pk=agent_id).first()
-    if agent is None:
-        raise InvalidArguments.for_field("agentId", "Unknown agentId.")
-    conversation = Conversation.objects.filter(
-        workspace_id=workspace_id, pk=conversation_id
-    ).first()
-    if conversation is None:
-        raise InvalidArguments.for_field("conversationId", "Unknown conversationId.")
-    if not Account.objects.filter(workspace_id=workspace_id, pk=requester_id).exists():
-        raise InvalidArguments.for_field("requesterId", "Unknown requesterId.")
-    if not _is_current_member(conversation, agent_id=agent_id):
-        raise InvalidArguments.for_field(
-            "agentId", "The agent is not a current member of the conversation."
-        )
-    if conversation.kind in (
-        ConversationKind.DIRECT,
-        ConversationKind.PRIVATE,
-    ) and not _is_current_member(conversation, account_id=requester_id):
-        raise InvalidArguments.for_field(
-            "requesterId", "The requester is not a current member of the conversation."
-        )
-    recent = list(dict.fromkeys(recent_message_ids))
-    if len(recent) > MAX_RECENT_MESSAGES:
-        raise InvalidArguments.for_field(
-            "recentMessageIds", f"recentMessageIds holds at most {MAX_RECENT_MESSAGES} ids."
-        )
-    named = set(recent) | ({current_message_id} if current_message_id else set())
-    found = Message.objects.filter(conversation=conversation, pk__in=named).count()
-    if found != len(named):
-        raise InvalidArguments.for_field(
-            "recentMessageIds" if recent else "currentMessageId",
-            "currentMessageId and recentMessageIds must be messages of the conversation.",
-        )
-    with transaction.atomic():
-        run = Run.objects.create(
-            workspace_id=workspace_id,
-            agent=agent,
-            conversation=conversation,
-            requester_id=requester_id,
-            current_message_id=current_message_id,
-            recent_message_ids=recent,
-        )
-        _, raw_token = token_create(
-            workspace_id=workspace_id, kind=TokenKind.RUN, agent=agent, run=run
-        )
-    return run, raw_token
-
-
-# --- run evidence ---------------------------------------------------------------------------
-
-
-def run_open_for_tools(
-    *, workspace_id: uuid.UUID, run_id: uuid.UUID
-) -> tuple[uuid.UUID, uuid.UUID]:
-    """Share-lock the run until the caller's transaction ends; ``forbidden`` once finished.
-
-    The share lock makes a tool call and the run's reply (which takes the row ``FOR UPDATE``)
-    take turns: evidence recorded by a call is either seen by the delivery check or the call
-    finds the run finished and returns nothing. Returns the run's destination and requester.
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT finished_at, conversation_id, requester_id FROM {Run._meta.db_table} "
-            "WHERE workspace_id = %s AND id = %s FOR SHARE",
-            [workspace_id, run_id],
-        )
-        row = cursor.fetchone()
-    if row is None:
-        raise NotFound()
-    if row[0] is not None:
-        raise Forbidden("This run has finished; its tools are closed.")
-    return row[1], row[2]
-
-
-def run_evidence_record(
-    *, workspace_id: uuid.UUID, run_id: uuid.UUID, message_ids: Iterable[uuid.UUID], tool: str
-) -> None:
-    """Record messages a tool returned to the run's model, once per message (SPEC §4).
-
-    One statement whatever the page size; a message already in the evidence keeps the tool
-    that first returned it.
-    """
-    ids = list(dict.fromkeys(message_ids))
-    if not ids:
-        return
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {RunEvidence._meta.db_table} "
-            "(workspace_id, run_id, message_id, tool, created_at) "
-            "SELECT %s, %s, message_id, %s, now() FROM unnest(%s::uuid[]) AS message_id "
-            "ON CONFLICT (run_id, message_id) DO NOTHING",
-            [workspace_id, run_id, tool, ids],
-        )
-
-
-@dataclass
-class ToolCall:
-    """One agent tool call: with a run token, the run's destination and requester, and what
-    the tool returned (recorded as the run's evidence when the call ends)."""
-
-    destination_id: uuid.UUID | None = None
-    requester_id: uuid.UUID | None = None
-    returned_ids: list[uuid.UUID] = field(default_factory=list)
-
-    def returned(self, messages: Iterable[Any]) -> None:
-        """The tool is about to answer these messages."""
-        self.returned_ids.extend(message.id for message in messages)
-
-
-@contextmanager
-def tool_call(
-    *, workspace_id: uuid.UUID, run_id: uuid.UUID | None, tool: str
-) -> Iterator[ToolCall]:
-    """Run an agent tool; with a run token, record what it returns as the run's evidence.
-
-    For a run the read and the record share one transaction under the run's share lock, so a
-    failed call records nothing and a finished run's tools answer ``forbidden``. With an agent
-    token there is no run, no lock, no transaction and nothing to record: the tool's one
-    statement is its own.
-    """
-    if run_id is None:
-        yield ToolCall()
-        return
-    with transaction.atomic():
-        destination_id, requester_id = run_open_for_tools(workspace_id=workspace_id, run_id=run_id)
-        call = ToolCall(destination_id=destination_id, requester_id=requester_id)
-        yield call
-        run_evidence_record(
-            workspace_id=workspace_id, run_id=run_id, message_ids=call.returned_ids, tool=tool
-        )

@@ -1,96 +1,178 @@
-"""The bodies of list_messages, get_message and search_messages, for REST and MCP alike.
+"""list_messages, get_message and search_messages: their definitions and bodies, registered
+into ``formation.tools`` when this app is ready (REST, ``GET /tools`` and MCP all use them).
 
-Each takes the authenticated caller and already-validated arguments and answers the JSON body
-of SPEC §5. With a run token, what it returns is recorded as the run's evidence in the same
-transaction as the read (``services.tool_call``).
+Each body takes the call and already-validated arguments and answers the JSON body of SPEC §5.
+With a run token the registry holds the run for the call, and what a body reports with
+``call.returned`` is recorded as the run's evidence in the same transaction as the read.
 """
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from audit_app import services as audit
 from audit_app.models import SearchTool
-from formation.auth import Caller
-from messages_app import selectors, services
-from messages_app.serializers import message_summary
+from formation.auth import IsAgentOrRunToken
+from formation.fields import Id, StrictSerializer
+from formation.tools import AgentTool, ToolCall, register
+from messages_app import selectors
+from messages_app.serializers import (
+    ListMessagesQuery,
+    MessagePage,
+    MessageSearchResult,
+    MessageSummarySerializer,
+    SearchMessagesQuery,
+)
 
 
-def list_messages(caller: Caller, params: dict[str, Any]) -> dict[str, Any]:
+class GetMessageArguments(StrictSerializer):
+    """get_message's one argument. Over REST the id is the path (``/messages/{id}``)."""
+
+    messageId = Id()
+
+
+def list_messages(call: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
+    caller = call.caller
     scope = {
         "workspace_id": caller.workspace_id,
         "agent_id": caller.agent_id,
-        "conversation_id": params["conversationId"],
-        "limit": params["limit"],
+        "conversation_id": arguments["conversationId"],
+        "limit": arguments["limit"],
     }
-    with services.tool_call(
-        workspace_id=caller.workspace_id, run_id=caller.run_id, tool="list_messages"
-    ) as call:
-        if "direction" in params:
-            page = selectors.message_list_around(
-                **scope, anchor_id=params["anchorId"], direction=params["direction"]
-            )
-        else:
-            page = selectors.message_list(
-                **scope, offset=params["offset"], before_date=params.get("beforeDate")
-            )
-        call.returned(page.items)
-    body = {
-        "items": [message_summary(m) for m in page.items],
-        "total": page.total,
-        "limit": page.limit,
-        "hasOlder": page.has_older,
-        "hasNewer": page.has_newer,
-    }
-    if page.offset is not None:
-        body["offset"] = page.offset
-    return body
-
-
-def get_message(caller: Caller, message_id: uuid.UUID) -> dict[str, Any]:
-    with services.tool_call(
-        workspace_id=caller.workspace_id, run_id=caller.run_id, tool="get_message"
-    ) as call:
-        message = selectors.message_get(
-            workspace_id=caller.workspace_id, agent_id=caller.agent_id, message_id=message_id
+    if "direction" in arguments:
+        page = selectors.message_list_around(
+            **scope, anchor_id=arguments["anchorId"], direction=arguments["direction"]
         )
-        call.returned([message])
-    return message_summary(message)
+    else:
+        page = selectors.message_list(
+            **scope, offset=arguments["offset"], before_date=arguments.get("beforeDate")
+        )
+    call.returned(page.items)
+    return MessagePage.render(page)
 
 
-def search_messages(caller: Caller, params: dict[str, Any]) -> dict[str, Any]:
+def get_message(call: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
+    caller = call.caller
+    message = selectors.message_get(
+        workspace_id=caller.workspace_id,
+        agent_id=caller.agent_id,
+        message_id=arguments["messageId"],
+    )
+    call.returned([message])
+    return MessageSummarySerializer.render(message)
+
+
+def search_messages(call: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
     """Audited like every search (``audit_app``): the event is written before the answer,
     in the run's transaction when there is a run, and the call fails closed without it."""
-    with services.tool_call(
-        workspace_id=caller.workspace_id, run_id=caller.run_id, tool="search_messages"
-    ) as call:
-        items = selectors.message_search(
-            workspace_id=caller.workspace_id,
-            agent_id=caller.agent_id,
-            query=params["query"],
-            limit=params["limit"],
-            conversation_id=params.get("conversationId"),
-        )
-        audit.lookup_event_record(
-            tool=SearchTool.SEARCH_MESSAGES,
-            workspace_id=caller.workspace_id,
-            agent_id=caller.agent_id,
-            run_id=caller.run_id,
-            destination_id=call.destination_id,
-            requester_id=call.requester_id,
-            query_text=params["query"],
-            filters={
-                "conversationId": str(params["conversationId"])
-                if params.get("conversationId")
-                else None,
-                "limit": params["limit"],
-            },
-            result_ids=[message.id for message in items],
-        )
-        call.returned(items)
-    return {
-        "items": [message_summary(m) for m in items],
-        "total": len(items),
-        "limit": params["limit"],
-    }
+    caller = call.caller
+    items = selectors.message_search(
+        workspace_id=caller.workspace_id,
+        agent_id=caller.agent_id,
+        query=arguments["query"],
+        limit=arguments["limit"],
+        conversation_id=arguments.get("conversationId"),
+    )
+    audit.lookup_event_record(
+        tool=SearchTool.SEARCH_MESSAGES,
+        workspace_id=caller.workspace_id,
+        agent_id=caller.agent_id,
+        run_id=caller.run_id,
+        destination_id=call.destination_id,
+        requester_id=call.requester_id,
+        query_text=arguments["query"],
+        filters={
+            "conversationId": str(arguments["conversationId"])
+            if arguments.get("conversationId")
+            else None,
+            "limit": arguments["limit"],
+        },
+        result_ids=[message.id for message in items],
+    )
+    call.returned(items)
+    return MessageSearchResult.render(
+        {"items": items, "total": len(items), "limit": arguments["limit"]}
+    )
+
+
+LIST_MESSAGES = register(
+    AgentTool(
+        name="list_messages",
+        description=(
+            "Read one conversation's messages in order, newest first. Use it to page back "
+            "through a conversation (limit and offset, optionally only messages before "
+            "beforeDate) or to read the exchange around a message whose id you already have "
+            "(exactly one of before, after or around). Only conversations this agent is a "
+            "current member of can be read, and deleted messages never appear. It does not "
+            "search: to find messages by their words use search_messages (exact text) or "
+            "search_history (ranked search over everything this run may use)."
+        ),
+        arguments=ListMessagesQuery,
+        argument_descriptions={
+            "conversationId": "The conversation to read (a UUID).",
+            "limit": (
+                "How many messages to return, 1 to 200 (default 50). With around: up to "
+                "limit/2 on each side of the anchor, plus the anchor."
+            ),
+            "offset": (
+                "Skip this many of the newest messages (default 0, at most 100000). Not "
+                "combinable with before, after or around."
+            ),
+            "beforeDate": (
+                "Only messages created before this RFC 3339 time, e.g. 2026-01-02T03:04:05Z. "
+                "Not combinable with before, after or around."
+            ),
+            "before": (
+                "A message id: the limit messages just older than it. (A legacy RFC 3339 "
+                "time here is read as beforeDate.)"
+            ),
+            "after": "A message id: the limit messages just newer than it.",
+            "around": "A message id: that message with up to limit/2 messages on each side.",
+        },
+        permission=IsAgentOrRunToken,
+        body=list_messages,
+    )
+)
+GET_MESSAGE = register(
+    AgentTool(
+        name="get_message",
+        description=(
+            "Fetch one message by its id (a UUID taken from another tool's result). Answers "
+            "not_found both when the message does not exist and when this agent may not read "
+            "its conversation. To see the messages around it, use list_messages with around "
+            "set to this id."
+        ),
+        arguments=GetMessageArguments,
+        argument_descriptions={"messageId": "The message's id (a UUID)."},
+        permission=IsAgentOrRunToken,
+        body=get_message,
+    )
+)
+SEARCH_MESSAGES = register(
+    AgentTool(
+        name="search_messages",
+        description=(
+            "Find messages that contain an exact piece of text: a case-insensitive literal "
+            "substring match, newest first, across the conversations this agent is a member of "
+            "or inside one conversation. Use it for a phrase, name, number, code or error "
+            "string you expect to appear verbatim. It is not semantic search and does not "
+            "rank: no word forms, synonyms or paraphrases match, and % and _ are ordinary "
+            "characters. To find what was said about a topic, or a decision, use "
+            "search_history instead. total counts the items returned, not every match."
+        ),
+        arguments=SearchMessagesQuery,
+        argument_descriptions={
+            "query": (
+                "The exact text to look for, 1 to 500 characters (not only spaces), matched "
+                "case-insensitively as a substring."
+            ),
+            "conversationId": (
+                "Only search this conversation (a UUID). Omit it to search every conversation "
+                "this agent is a member of."
+            ),
+            "limit": "How many messages to return, 1 to 100 (default 20).",
+        },
+        permission=IsAgentOrRunToken,
+        body=search_messages,
+    )
+)

@@ -1,26 +1,11 @@
-"""``/api/v1/`` routes: ingestion (service token) and the agent tools (agent or run token)."""
+"""``/api/v1/`` routes of the conversations' data: ingestion (service token) and the message
+tools (agent or run token). A run's routes are ``search_app``'s, which owns a run's life."""
 
-import uuid
-
-from django.urls import path, register_converter
+from django.urls import path
 from rest_framework.routers import SimpleRouter
 
+from formation import paths  # noqa: F401  (registers the ``id`` converter)
 from messages_app import views
-
-
-class AnyCaseUUIDConverter:
-    """Like Django's ``uuid`` converter, but also accepts upper-case hex, as the router does."""
-
-    regex = views.UUID_PATTERN
-
-    def to_python(self, value: str) -> uuid.UUID:
-        return uuid.UUID(value)
-
-    def to_url(self, value: uuid.UUID) -> str:
-        return str(value)
-
-
-register_converter(AnyCaseUUIDConverter, "id")
 
 router = SimpleRouter(trailing_slash=False)
 router.register("accounts", views.AccountViewSet, basename="account")
@@ -29,8 +14,6 @@ router.register("conversations", views.ConversationViewSet, basename="conversati
 router.register("identity-links", views.IdentityLinkViewSet, basename="identity-link")
 
 urlpatterns = [
-    path("runs", views.RunViewSet.as_view({"post": "create"}), name="run-list"),
-    path("runs/<id:pk>", views.RunViewSet.as_view({"get": "retrieve"}), name="run-detail"),
     path("messages", views.ListMessagesView.as_view(), name="list-messages"),
     path("messages/search", views.SearchMessagesView.as_view(), name="search-messages"),
     path("messages/<id:message_id>", views.MessageView.as_view(), name="message-detail"),

@@ -1,6 +1,7 @@
-"""Thin DRF views: validate, call one service or selector, serialize.
+"""Thin DRF views: validate, call one service or selector, serialize; each with its OpenAPI
+annotation (``formation.openapi`` holds the shared envelope and parameters).
 
-Ingestion endpoints need a service token; the agent tools need an agent or run token. The
+Ingestion endpoints need a service token; the message tools need an agent or run token. The
 workspace always comes from the token (``request.user`` is a ``formation.auth.Caller``), and
 every lookup of an object by id is scoped to it, so another workspace's ids are simply not found.
 """
@@ -10,18 +11,33 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import django_filters
 from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import status
 from rest_framework.decorators import action
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 from rest_framework.viewsets import GenericViewSet
 
-from formation.auth import IsAgentOrRunToken, IsServiceToken
-from formation.errors import InvalidArguments
+from formation.auth import IsServiceToken
+from formation.errors import InvalidArguments, InvalidArgumentsDetails
 from formation.fields import check_query_keys, query_params
+from formation.openapi import (
+    AGENT,
+    RUNTIME_TAG,
+    SERVICE,
+    TOOLS_TAG,
+    answers,
+    declare_links,
+    filter_parameters,
+    id_in_path,
+    tool_parameters,
+)
+from formation.paths import UUID_PATTERN
+from formation.shapes import Shape
+from formation.tools import ToolView
 from messages_app import selectors, services, tools
 from messages_app.filters import (
     AccountFilter,
@@ -30,32 +46,35 @@ from messages_app.filters import (
     IdentityLinkFilter,
     MembershipFilter,
 )
-from messages_app.models import Account, Agent, Conversation, IdentityLink, Run
+from messages_app.models import Account, Agent, Conversation, IdentityLink
 from messages_app.selectors import get_or_not_found
 from messages_app.serializers import (
     AccountCreateSerializer,
+    AccountPage,
     AccountSerializer,
     AgentCreateSerializer,
+    AgentPage,
     AgentSerializer,
     ConversationCreateSerializer,
+    ConversationPage,
     ConversationSerializer,
     IdentityLinkCreateSerializer,
+    IdentityLinkPage,
     IdentityLinkSerializer,
-    ListMessagesQuery,
     ListPageQuery,
     MemberJoinSerializer,
     MemberLeaveSerializer,
+    MembershipPage,
     MembershipSerializer,
+    MessageBatch,
     MessageBulkSerializer,
     MessageCreateSerializer,
     MessageEditSerializer,
-    RunCreateSerializer,
-    RunSerializer,
-    SearchMessagesQuery,
-    message_summary,
+    MessagePage,
+    MessageSearchResult,
+    MessageSummarySerializer,
 )
 
-UUID_PATTERN = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 PAGE_KEYS = {"limit", "offset"}
 
 
@@ -65,7 +84,9 @@ def validated(serializer_class, request: Request) -> dict[str, Any]:
     return serializer.validated_data
 
 
-def paged(request: Request, queryset: QuerySet, filterset_class, output_serializer) -> Response:
+def paged(
+    request: Request, queryset: QuerySet, filterset_class, page_shape: type[Shape]
+) -> Response:
     """A filtered, offset-paged list: ``{items, total, limit, offset}``.
 
     Unknown or repeated query keys and invalid filter values are ``invalid_arguments``.
@@ -73,7 +94,7 @@ def paged(request: Request, queryset: QuerySet, filterset_class, output_serializ
     check_query_keys(request, set(filterset_class.base_filters) | PAGE_KEYS)
     filterset = filterset_class(data=request.query_params, queryset=queryset, request=request)
     if not filterset.is_valid():
-        raise InvalidArguments(details={"fields": filterset.errors})
+        raise InvalidArguments(details=InvalidArgumentsDetails.render(fields=filterset.errors))
     page = ListPageQuery(
         data={key: request.query_params[key] for key in PAGE_KEYS & set(request.query_params)}
     )
@@ -83,12 +104,69 @@ def paged(request: Request, queryset: QuerySet, filterset_class, output_serializ
     # When the first page holds everything, its length is the total: no count query.
     total = len(items) if offset == 0 and len(items) < limit else filterset.qs.count()
     return Response(
-        {
-            "items": output_serializer(items, many=True).data,
-            "total": total,
-            "limit": limit,
-            "offset": offset,
-        }
+        page_shape.render({"items": items, "total": total, "limit": limit, "offset": offset})
+    )
+
+
+def paged_list(filterset_class: type[django_filters.FilterSet], page: type, summary: str) -> Any:
+    return extend_schema(
+        summary=summary,
+        description=f"{SERVICE} Oldest first; `limit` (default 50, at most 200) and `offset`.",
+        tags=[RUNTIME_TAG],
+        parameters=[*filter_parameters(filterset_class), ListPageQuery],
+        responses=answers({200: page}, 400, 401, 403),
+    )
+
+
+def resource_schema(
+    name: str,
+    plural: str,
+    serializer: type,
+    create: type,
+    page: type,
+    filterset: type[django_filters.FilterSet],
+) -> dict[str, Any]:
+    """A ``ServiceViewSet``'s list, create and retrieve, for ``extend_schema_view``."""
+    return {
+        "list": paged_list(filterset, page, f"List {plural}"),
+        "create": extend_schema(
+            summary=f"Create {name}",
+            description=SERVICE,
+            tags=[RUNTIME_TAG],
+            request=create,
+            responses=answers({201: serializer}, 400, 401, 403),
+        ),
+        "retrieve": extend_schema(
+            summary=f"Get {name}",
+            description=SERVICE,
+            tags=[RUNTIME_TAG],
+            parameters=[id_in_path()],
+            responses=answers({200: serializer}, 401, 403, 404),
+        ),
+    }
+
+
+def _conversation_action(summary: str, request: type, success: dict[int, Any], text: str) -> Any:
+    # Every action here is a POST; ``members`` also answers GET, described separately.
+    return extend_schema(
+        methods=["POST"],
+        summary=summary,
+        description=f"{SERVICE} {text}",
+        tags=[RUNTIME_TAG],
+        parameters=[id_in_path()],
+        request=request,
+        responses=answers(success, 400, 401, 403, 404),
+    )
+
+
+def _link_transition(verb: str) -> Any:
+    return extend_schema(
+        summary=f"{verb.capitalize()} an identity link",
+        description=f"{SERVICE} Takes no body.",
+        tags=[RUNTIME_TAG],
+        parameters=[id_in_path()],
+        request=None,
+        responses=answers({200: IdentityLinkSerializer}, 400, 401, 403, 404),
     )
 
 
@@ -97,8 +175,11 @@ class ServiceViewSet(GenericViewSet):
 
     permission_classes = [IsServiceToken]
     lookup_value_regex = UUID_PATTERN
+    # ``paged`` applies the FilterSet itself; no backend may add to it (or to the schema).
+    filter_backends: list = []
     model: type
-    output_serializer: type
+    output_serializer: type[Shape]
+    page_serializer: type[Shape]
     order_by: tuple[str, ...] = ("created_at", "id")
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
@@ -112,16 +193,27 @@ class ServiceViewSet(GenericViewSet):
 
     def list(self, request: Request) -> Response:
         queryset = self.get_queryset().order_by(*self.order_by)
-        return paged(request, queryset, self.filterset_class, self.output_serializer)
+        return paged(request, queryset, self.filterset_class, self.page_serializer)
 
     def retrieve(self, request: Request, pk: str) -> Response:
         check_query_keys(request, allowed=set())
-        return Response(self.output_serializer(get_or_not_found(self.get_queryset(), pk)).data)
+        return Response(self.output_serializer.render(get_or_not_found(self.get_queryset(), pk)))
 
 
+@extend_schema_view(
+    **resource_schema(
+        "an account",
+        "accounts",
+        AccountSerializer,
+        AccountCreateSerializer,
+        AccountPage,
+        AccountFilter,
+    )
+)
 class AccountViewSet(ServiceViewSet):
     model = Account
     output_serializer = AccountSerializer
+    page_serializer = AccountPage
     filterset_class = AccountFilter
 
     def create(self, request: Request) -> Response:
@@ -131,23 +223,75 @@ class AccountViewSet(ServiceViewSet):
             display_name=data["displayName"],
             external_id=data.get("externalId"),
         )
-        return Response(AccountSerializer(account).data, status=status.HTTP_201_CREATED)
+        return Response(AccountSerializer.render(account), status=status.HTTP_201_CREATED)
 
 
+@extend_schema_view(
+    **resource_schema(
+        "an agent", "agents", AgentSerializer, AgentCreateSerializer, AgentPage, AgentFilter
+    )
+)
 class AgentViewSet(ServiceViewSet):
     model = Agent
     output_serializer = AgentSerializer
+    page_serializer = AgentPage
     filterset_class = AgentFilter
 
     def create(self, request: Request) -> Response:
         data = validated(AgentCreateSerializer, request)
         agent = services.agent_create(workspace_id=request.user.workspace_id, name=data["name"])
-        return Response(AgentSerializer(agent).data, status=status.HTTP_201_CREATED)
+        return Response(AgentSerializer.render(agent), status=status.HTTP_201_CREATED)
 
 
+@extend_schema_view(
+    **resource_schema(
+        "a conversation",
+        "conversations",
+        ConversationSerializer,
+        ConversationCreateSerializer,
+        ConversationPage,
+        ConversationFilter,
+    ),
+    members=[
+        extend_schema(
+            methods=["GET"],
+            summary="List a conversation's memberships",
+            description=f"{SERVICE} Oldest first; `limit` (default 50, at most 200) and `offset`.",
+            tags=[RUNTIME_TAG],
+            parameters=[id_in_path(), *filter_parameters(MembershipFilter), ListPageQuery],
+            responses=answers({200: MembershipPage}, 400, 401, 403, 404),
+        ),
+        _conversation_action(
+            "Join a conversation",
+            MemberJoinSerializer,
+            {201: MembershipSerializer},
+            "Exactly one of `accountId` and `agentId`; `joinedAt` defaults to now.",
+        ),
+    ],
+    leave=_conversation_action(
+        "Leave a conversation",
+        MemberLeaveSerializer,
+        {200: MembershipSerializer},
+        "Exactly one of `accountId` and `agentId`; `leftAt` defaults to now.",
+    ),
+    messages=_conversation_action(
+        "Post a message",
+        MessageCreateSerializer,
+        {201: MessageSummarySerializer},
+        "Exactly one of `senderUserId` and `senderAgentId`. The server assigns `seq`.",
+    ),
+    bulk=_conversation_action(
+        "Import messages",
+        MessageBulkSerializer,
+        {201: MessageBatch},
+        "1 to 5,000 messages with at most 5,000,000 characters of content in all, all or "
+        "nothing; an invalid one is named by `details.index`.",
+    ),
+)
 class ConversationViewSet(ServiceViewSet):
     model = Conversation
     output_serializer = ConversationSerializer
+    page_serializer = ConversationPage
     filterset_class = ConversationFilter
 
     def create(self, request: Request) -> Response:
@@ -158,14 +302,14 @@ class ConversationViewSet(ServiceViewSet):
             title=data["title"],
             external_id=data.get("externalId"),
         )
-        return Response(ConversationSerializer(conversation).data, status=status.HTTP_201_CREATED)
+        return Response(ConversationSerializer.render(conversation), status=status.HTTP_201_CREATED)
 
     @action(detail=True, methods=["get", "post"], url_path="members")
     def members(self, request: Request, pk: str) -> Response:
         conversation = get_or_not_found(self.get_queryset(), pk)
         if request.method in SAFE_METHODS:
             memberships = conversation.memberships.order_by("joined_at", "id")
-            return paged(request, memberships, MembershipFilter, MembershipSerializer)
+            return paged(request, memberships, MembershipFilter, MembershipPage)
         data = validated(MemberJoinSerializer, request)
         membership = services.membership_join(
             conversation=conversation,
@@ -173,7 +317,7 @@ class ConversationViewSet(ServiceViewSet):
             agent_id=data.get("agentId"),
             joined_at=data.get("joinedAt"),
         )
-        return Response(MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
+        return Response(MembershipSerializer.render(membership), status=status.HTTP_201_CREATED)
 
     @action(detail=True, methods=["post"], url_path="members/leave")
     def leave(self, request: Request, pk: str) -> Response:
@@ -185,7 +329,7 @@ class ConversationViewSet(ServiceViewSet):
             agent_id=data.get("agentId"),
             left_at=data.get("leftAt"),
         )
-        return Response(MembershipSerializer(membership).data)
+        return Response(MembershipSerializer.render(membership))
 
     @action(detail=True, methods=["post"], url_path="messages")
     def messages(self, request: Request, pk: str) -> Response:
@@ -193,21 +337,32 @@ class ConversationViewSet(ServiceViewSet):
         serializer = MessageCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         message = services.message_create(conversation=conversation, draft=serializer.to_draft())
-        return Response(message_summary(message), status=status.HTTP_201_CREATED)
+        return Response(MessageSummarySerializer.render(message), status=status.HTTP_201_CREATED)
 
     @action(detail=True, methods=["post"], url_path="messages/bulk")
     def bulk(self, request: Request, pk: str) -> Response:
         conversation = get_or_not_found(self.get_queryset(), pk)
         drafts = MessageBulkSerializer(data=request.data).validated_drafts()
         messages = services.messages_create(conversation=conversation, drafts=drafts)
-        return Response(
-            {"items": [message_summary(m) for m in messages]}, status=status.HTTP_201_CREATED
-        )
+        return Response(MessageBatch.render({"items": messages}), status=status.HTTP_201_CREATED)
 
 
+@extend_schema_view(
+    **resource_schema(
+        "an identity link",
+        "identity links",
+        IdentityLinkSerializer,
+        IdentityLinkCreateSerializer,
+        IdentityLinkPage,
+        IdentityLinkFilter,
+    ),
+    verify=_link_transition("verify"),
+    revoke=_link_transition("revoke"),
+)
 class IdentityLinkViewSet(ServiceViewSet):
     model = IdentityLink
     output_serializer = IdentityLinkSerializer
+    page_serializer = IdentityLinkPage
     filterset_class = IdentityLinkFilter
 
     def create(self, request: Request) -> Response:
@@ -217,19 +372,19 @@ class IdentityLinkViewSet(ServiceViewSet):
             account_id=data["accountId"],
             linked_account_id=data["linkedAccountId"],
         )
-        return Response(IdentityLinkSerializer(link).data, status=status.HTTP_201_CREATED)
+        return Response(IdentityLinkSerializer.render(link), status=status.HTTP_201_CREATED)
 
     @action(detail=True, methods=["post"])
     def verify(self, request: Request, pk: str) -> Response:
         self._no_body(request)
         link = services.identity_link_verify(link=get_or_not_found(self.get_queryset(), pk))
-        return Response(IdentityLinkSerializer(link).data)
+        return Response(IdentityLinkSerializer.render(link))
 
     @action(detail=True, methods=["post"])
     def revoke(self, request: Request, pk: str) -> Response:
         self._no_body(request)
         link = services.identity_link_revoke(link=get_or_not_found(self.get_queryset(), pk))
-        return Response(IdentityLinkSerializer(link).data)
+        return Response(IdentityLinkSerializer.render(link))
 
     @staticmethod
     def _no_body(request: Request) -> None:
@@ -237,53 +392,97 @@ class IdentityLinkViewSet(ServiceViewSet):
             raise InvalidArguments("This action takes no body.")
 
 
-class RunViewSet(ServiceViewSet):
-    model = Run
-    output_serializer = RunSerializer
-    filterset_class = None
-
-    def create(self, request: Request) -> Response:
-        data = validated(RunCreateSerializer, request)
-        run, token = services.run_create(
-            workspace_id=request.user.workspace_id,
-            agent_id=data["agentId"],
-            conversation_id=data["conversationId"],
-            requester_id=data["requesterId"],
-            current_message_id=data.get("currentMessageId"),
-            recent_message_ids=data.get("recentMessageIds", []),
-        )
-        return Response({**RunSerializer(run).data, "token": token}, status=status.HTTP_201_CREATED)
-
-
 # --- agent tools ---------------------------------------------------------------------------
 
 
-class ListMessagesView(APIView):
+@extend_schema_view(
+    get=extend_schema(
+        operation_id="list_messages",
+        summary="list_messages",
+        description=(
+            f"{AGENT} A conversation the agent is a current member of, newest first. "
+            "Offset mode: `limit`, `offset`, optional `beforeDate`. Positional mode: "
+            "exactly one of `before`, `after`, `around` (message ids), not combinable with "
+            "`offset` or `beforeDate`; an anchor the agent cannot see is not_found. A "
+            "non-UUID `before` must be RFC 3339 and is read as `beforeDate`."
+        ),
+        tags=[TOOLS_TAG],
+        parameters=tool_parameters(tools.LIST_MESSAGES),
+        responses=answers({200: MessagePage}, 400, 401, 403, 404),
+    )
+)
+class ListMessagesView(ToolView):
     """list_messages: newest first; offset mode, or positional before/after/around an anchor."""
 
-    permission_classes = [IsAgentOrRunToken]
+    tool = tools.LIST_MESSAGES
 
     def get(self, request: Request) -> Response:
-        return Response(tools.list_messages(request.user, query_params(request, ListMessagesQuery)))
+        return self.answer(request, query_params(request, self.tool.arguments))
 
 
-class SearchMessagesView(APIView):
+@extend_schema_view(
+    get=extend_schema(
+        operation_id="search_messages",
+        summary="search_messages",
+        description=(
+            f"{AGENT} Case-insensitive literal substring (`%`, `_` and `\\` match "
+            "themselves), newest first, across the agent's conversations or in "
+            "`conversationId` (not_found if the agent is not a member). Not semantic "
+            "search: see search_history."
+        ),
+        tags=[TOOLS_TAG],
+        parameters=tool_parameters(tools.SEARCH_MESSAGES),
+        responses=answers({200: MessageSearchResult}, 400, 401, 403, 404),
+    )
+)
+class SearchMessagesView(ToolView):
     """search_messages: literal, case-insensitive substring; newest first; bounded."""
 
-    permission_classes = [IsAgentOrRunToken]
+    tool = tools.SEARCH_MESSAGES
 
     def get(self, request: Request) -> Response:
-        params = query_params(request, SearchMessagesQuery)
-        return Response(tools.search_messages(request.user, params))
+        return self.answer(request, query_params(request, self.tool.arguments))
 
 
-class MessageView(APIView):
+@extend_schema_view(
+    get=extend_schema(
+        operation_id="get_message",
+        summary="get_message",
+        description=(
+            f"{AGENT} A missing message and one in a conversation the agent is not a "
+            "current member of give the same not_found. Takes no query parameters."
+        ),
+        tags=[TOOLS_TAG],
+        parameters=[id_in_path("message_id")],
+        responses=answers({200: MessageSummarySerializer}, 400, 401, 403, 404),
+    ),
+    patch=extend_schema(
+        operation_id="message_edit",
+        summary="Edit a message",
+        description=f"{SERVICE} Search stays in step with the new text.",
+        tags=[RUNTIME_TAG],
+        parameters=[id_in_path("message_id")],
+        request=MessageEditSerializer,
+        responses=answers({200: MessageSummarySerializer}, 400, 401, 403, 404),
+    ),
+    delete=extend_schema(
+        operation_id="message_delete",
+        summary="Delete a message",
+        description=f"{SERVICE} Erases the body for good; deleting twice is not_found.",
+        tags=[RUNTIME_TAG],
+        parameters=[id_in_path("message_id")],
+        responses=answers({204: OpenApiResponse(description="Deleted.")}, 400, 401, 403, 404),
+    ),
+)
+class MessageView(ToolView):
     """``/messages/{id}``: get_message for agents; edit and soft delete for the runtime."""
+
+    tool = tools.GET_MESSAGE
 
     def get_permissions(self):
         # HEAD is GET without a body: the same tool and the same callers.
         if self.request.method in SAFE_METHODS:
-            return [IsAgentOrRunToken()]
+            return super().get_permissions()
         return [IsServiceToken()]
 
     def initial(self, request: Request, *args, **kwargs) -> None:
@@ -291,16 +490,15 @@ class MessageView(APIView):
         check_query_keys(request, allowed=set())
 
     def get(self, request: Request, message_id: uuid.UUID) -> Response:
-        return Response(tools.get_message(request.user, message_id))
+        return self.answer(request, {"messageId": message_id})
 
     def patch(self, request: Request, message_id: uuid.UUID) -> Response:
         data = validated(MessageEditSerializer, request)
         message = selectors.runtime_message(
             workspace_id=request.user.workspace_id, message_id=message_id
         )
-        return Response(
-            message_summary(services.message_edit(message=message, content=data["content"]))
-        )
+        edited = services.message_edit(message=message, content=data["content"])
+        return Response(MessageSummarySerializer.render(edited))
 
     def delete(self, request: Request, message_id: uuid.UUID) -> Response:
         message = selectors.runtime_message(
@@ -308,3 +506,28 @@ class MessageView(APIView):
         )
         services.message_delete(message=message)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+declare_links(
+    {
+        "accounts_create": {"GetAccount": ("accounts_retrieve", "id")},
+        "agents_create": {"GetAgent": ("agents_retrieve", "id")},
+        "conversations_create": {
+            "GetConversation": ("conversations_retrieve", "id"),
+            "ListMembers": ("conversations_members_retrieve", "id"),
+            "AddMember": ("conversations_members_create", "id"),
+            "PostMessage": ("conversations_messages_create", "id"),
+            "PostMessages": ("conversations_messages_bulk_create", "id"),
+        },
+        "conversations_messages_create": {
+            "GetMessage": ("get_message", "message_id"),
+            "EditMessage": ("message_edit", "message_id"),
+            "DeleteMessage": ("message_delete", "message_id"),
+        },
+        "identity_links_create": {
+            "GetIdentityLink": ("identity_links_retrieve", "id"),
+            "VerifyIdentityLink": ("identity_links_verify_create", "id"),
+            "RevokeIdentityLink": ("identity_links_revoke_create", "id"),
+        },
+    }
+)

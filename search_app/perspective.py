@@ -192,9 +192,25 @@ def _permitted_rooms() -> str:
                  AND s.left_at IS NULL) = 1"""
 
 
-def scope_statement(lock: str | None) -> str:
+def _run_row(lock: str | None) -> str:
+    """The run's row and its destination's kind, locked ``FOR UPDATE`` or ``FOR SHARE`` with
+    ``lock``: the ``run`` CTE every statement that reads a run starts from."""
+    locking = f"FOR {lock} OF r" if lock else ""
+    return f"""run AS MATERIALIZED (
+        SELECT r.id, r.agent_id, r.conversation_id AS destination_id, r.requester_id,
+               r.current_message_id, r.recent_message_ids, r.finished_at,
+               r.history_evidence_count, d.kind AS destination_kind
+        FROM {RUNS} AS r
+        JOIN {CONVERSATIONS} AS d ON d.id = r.conversation_id
+        WHERE r.workspace_id = %(p_workspace)s AND r.id = %(p_run)s
+        {locking}
+    )"""
+
+
+def scope_statement(lock: str | None, *, scope: bool = True) -> str:
     """One statement: the run's row (locked ``FOR UPDATE`` or ``FOR SHARE`` with ``lock``)
-    and the scope its perspective needs, from the canonical tables.
+    and the scope its perspective needs, from the canonical tables; the row alone without
+    ``scope``.
 
     ``permitted``: conversations of the workspace whose audience permits D (rule 3);
     ``sources``: those A was ever a member of, the only ones that can hold observed messages;
@@ -209,17 +225,10 @@ def scope_statement(lock: str | None) -> str:
     newest one (READ COMMITTED re-reads a locked row), so the budget counter on it is the one
     the previous search committed.
     """
-    locking = f"FOR {lock} OF r" if lock else ""
+    if not scope:
+        return f"WITH {_run_row(lock)} SELECT run.* FROM run"
     return f"""
-    WITH run AS MATERIALIZED (
-        SELECT r.id, r.agent_id, r.conversation_id AS destination_id, r.requester_id,
-               r.current_message_id, r.recent_message_ids, r.finished_at,
-               r.history_evidence_count, d.kind AS destination_kind
-        FROM {RUNS} AS r
-        JOIN {CONVERSATIONS} AS d ON d.id = r.conversation_id
-        WHERE r.workspace_id = %(p_workspace)s AND r.id = %(p_run)s
-        {locking}
-    ), destination_readers AS MATERIALIZED (
+    WITH {_run_row(lock)}, destination_readers AS MATERIALIZED (
         SELECT a.id AS account_id FROM {ACCOUNTS} AS a
         WHERE a.workspace_id = %(p_workspace)s
           AND (SELECT destination_kind FROM run) = '{PUBLIC}'
@@ -266,17 +275,21 @@ def scope_statement(lock: str | None) -> str:
 
 
 def run_scope(
-    *, workspace_id: uuid.UUID, run_id: uuid.UUID, lock: str | None
+    *, workspace_id: uuid.UUID, run_id: uuid.UUID, lock: str | None, scope: bool = True
 ) -> tuple[Perspective, RunState]:
     """The run's perspective with its scope, and its state, read by one statement.
 
     ``lock`` is ``"UPDATE"`` (searches, memories, the reply: one at a time per run),
     ``"SHARE"`` (the other tools) or ``None``. A run of another workspace is ``NotFound``.
     Every later statement of the call applies this same scope, so its hits, neighbours and
-    counts agree, and nothing is kept beyond the call.
+    counts agree, and nothing is kept beyond the call. Without ``scope`` only the run's row is
+    read (a tool that applies no rule of this module needs no more), and the perspective has
+    no scope for a fragment to use.
     """
     with connection.cursor() as cursor:
-        cursor.execute(scope_statement(lock), {"p_workspace": workspace_id, "p_run": run_id})
+        cursor.execute(
+            scope_statement(lock, scope=scope), {"p_workspace": workspace_id, "p_run": run_id}
+        )
         row = cursor.fetchone()
     if row is None:
         raise NotFound()
@@ -301,7 +314,7 @@ def run_scope(
         current_message_id=current_message_id,
         recent_message_ids=tuple(recent_message_ids),
         run_id=run_id,
-        scope=dict(zip(SCOPE_NAMES, arrays, strict=True)),
+        scope=dict(zip(SCOPE_NAMES, arrays, strict=True)) if scope else {},
     )
     return perspective, RunState(
         finished_at=finished_at, history_evidence_count=history_evidence_count
@@ -334,6 +347,14 @@ def scope_ctes() -> str:
         )"""
 
 
+def _observed_by(interval: str, row: str) -> str:
+    """The agent's interval ``interval`` holds row ``row``: the row's room, and its time in
+    ``[joined_at, left_at)`` (rule 1)."""
+    return f"""{interval}.conversation_id = {row}.conversation_id
+       AND {interval}.joined_at <= {row}.created_at
+       AND ({interval}.left_at IS NULL OR {interval}.left_at > {row}.created_at)"""
+
+
 def observed_join(alias: str) -> str:
     """``LEFT JOIN`` of projection row ``alias`` to the agent's interval that holds it (rule 1).
 
@@ -342,20 +363,58 @@ def observed_join(alias: str) -> str:
     overlap (an exclusion constraint), so at most one matches and no row is repeated.
     """
     return f"""LEFT JOIN observed_intervals AS {alias}_observed
-        ON {alias}_observed.conversation_id = {alias}.conversation_id
-       AND {alias}_observed.joined_at <= {alias}.created_at
-       AND ({alias}_observed.left_at IS NULL OR {alias}_observed.left_at > {alias}.created_at)"""
+        ON {_observed_by(f"{alias}_observed", alias)}"""
 
 
-# Why a message the agent did not observe in a permitted room is withheld: the first of never
-# a member, an unknown audience, an audience that does not permit D, or outside A's intervals.
-_UNOBSERVED_REASON = """CASE
-            WHEN {m}.workspace_id <> %(p_workspace)s
-              OR {m}.conversation_id NOT IN (SELECT id FROM agent_rooms) THEN 'not_observed'
-            WHEN {m}.conversation_id IN (SELECT id FROM unknown_rooms) THEN 'unknown_audience'
-            WHEN {m}.conversation_id NOT IN (SELECT id FROM permitted) THEN 'audience'
-            ELSE 'not_observed'
-        END"""
+def _inherits_permitted_rooms(rooms: str, owner: str, *, per_row: bool = True) -> str:
+    """Rule 4 on canonical rows: no room that ``owner`` inherits (a ``rooms`` row whose owner
+    column and value ``owner`` names, e.g. ``"message_id = m.id"``) withholds it from D."""
+    return f"""NOT EXISTS (
+                    SELECT 1 FROM {rooms} AS inherited
+                    WHERE inherited.{owner}
+                      AND inherited.conversation_id NOT IN (SELECT id FROM permitted)
+                    {PER_ROW if per_row else ""})"""
+
+
+def _rooms_copy_permitted(row: str) -> str:
+    """Rule 4 on a projection row's sorted copy of the rooms its message inherits: a person's
+    message inherits nothing (null); an agent's rooms are tested against the permitted ones
+    without reading another table."""
+    return (
+        f"{row}.lineage_rooms IS NULL OR {row}.lineage_rooms <@ (SELECT ids FROM permitted_array)"
+    )
+
+
+def _all_pass(checks: list[tuple[str, str]]) -> str:
+    """The conjunction of ``(passes, reason)`` checks: what eligibility is."""
+    return "(" + "\n        AND ".join(passes for passes, _ in checks) + ")"
+
+
+def _first_failed(checks: list[tuple[str, str]], otherwise: str = "") -> str:
+    """The reason of the first ``(passes, reason)`` check a row fails, or ``otherwise`` (SQL
+    NULL when not given) when it passes them all: built from the very tests of ``_all_pass``,
+    so a count by reason can never disagree with what is eligible."""
+    branches = "".join(f"\n        WHEN NOT {passes} THEN {reason}" for passes, reason in checks)
+    return f"CASE{branches}{f' ELSE {otherwise}' if otherwise else ''}\n    END"
+
+
+def _unobserved_reason(m: str) -> str:
+    """Why row ``m`` falls in none of ``observed_intervals`` (the agent's intervals in the
+    permitted rooms): the first of the tests that one probe stands for (a room the agent was
+    ever in, of a known audience, permitting D), and past them, outside the agent's
+    intervals."""
+    return _first_failed(
+        [
+            (
+                f"({m}.workspace_id = %(p_workspace)s "
+                f"AND {m}.conversation_id IN (SELECT id FROM agent_rooms))",
+                "'not_observed'",
+            ),
+            (f"{m}.conversation_id NOT IN (SELECT id FROM unknown_rooms)", "'unknown_audience'"),
+            (f"{m}.conversation_id IN (SELECT id FROM permitted)", "'audience'"),
+        ],
+        otherwise="'not_observed'",
+    )
 
 
 def _rules(
@@ -383,10 +442,7 @@ def _rules(
     """
     m = alias
     message_id = f"{m}.message_id" if projection else f"{m}.id"
-    unobserved = _UNOBSERVED_REASON.format(m=m)
-    inherits_permitted = (
-        "{row}.lineage_rooms IS NULL OR {row}.lineage_rooms <@ (SELECT ids FROM permitted_array)"
-    )
+    unobserved = _unobserved_reason(m)
     if projection:
         rules = [
             (
@@ -394,32 +450,24 @@ def _rules(
                 f"AND {m}_observed.conversation_id IS NOT NULL)",
                 unobserved,
             ),
-            # Rule 4 on the row: a person's message inherits nothing (null); an agent's rooms
-            # are tested against the permitted ones without reading another table.
-            (f"({inherits_permitted.format(row=m)})", "'lineage'"),
+            (f"({_rooms_copy_permitted(m)})", "'lineage'"),
         ]
     else:
         # A filter, not a join (IS TRUE keeps PostgreSQL from turning it into a semi-join):
         # a neighbour walk tests each message as it reads it and stops at the second one.
         observed = f"""({m}.workspace_id = %(p_workspace)s AND (EXISTS (
                 SELECT 1 FROM observed_intervals AS observer
-                WHERE observer.conversation_id = {m}.conversation_id
-                  AND observer.joined_at <= {m}.created_at
-                  AND (observer.left_at IS NULL OR observer.left_at > {m}.created_at)
+                WHERE {_observed_by("observer", m)}
             )) IS TRUE)"""
         # Only agent-authored messages inherit rooms (a trigger on the rooms table guarantees
         # it), so a person's message needs no look-up, and an agent's message one index probe.
         if lineage == "document":
             inherited = f"""COALESCE((
-                    SELECT {inherits_permitted.format(row="own_document")}
+                    SELECT {_rooms_copy_permitted("own_document")}
                     FROM {DOCUMENTS} AS own_document WHERE own_document.message_id = {m}.id
                 ), false)"""
         else:
-            inherited = f"""NOT EXISTS (
-                    SELECT 1 FROM {LINEAGE_ROOMS} AS inherited
-                    WHERE inherited.message_id = {m}.id
-                      AND inherited.conversation_id NOT IN (SELECT id FROM permitted)
-                    {PER_ROW})"""
+            inherited = _inherits_permitted_rooms(LINEAGE_ROOMS, f"message_id = {m}.id")
         rules = [
             (observed, unobserved),
             (f"{m}.deleted_at IS NULL", "'deleted'"),
@@ -435,8 +483,7 @@ def eligible_condition(
     alias: str, *, projection: bool = False, prompt_rule: bool = True, lineage: str = "rooms"
 ) -> str:
     """Rules 1 to 5 for row ``alias`` (see ``_rules``), given ``scope_ctes`` in the statement."""
-    rules = _rules(alias, projection=projection, prompt_rule=prompt_rule, lineage=lineage)
-    return "(" + "\n        AND ".join(condition for condition, _ in rules) + ")"
+    return _all_pass(_rules(alias, projection=projection, prompt_rule=prompt_rule, lineage=lineage))
 
 
 def exclusion_reason(
@@ -445,14 +492,12 @@ def exclusion_reason(
     """The first of rules 1 to 5 that row ``alias`` fails, or NULL when it is eligible.
 
     For the audit's exclusion counts and, without rule 5 (``prompt_rule=False``), the final
-    delivery check: the negation of ``eligible_condition``, clause by clause, so a message
-    failing several rules is counted under the first in ``_rules``' order.
+    delivery check: ``eligible_condition``'s own checks, so a message failing several rules is
+    counted under the first in ``_rules``' order.
     """
-    rules = _rules(alias, projection=projection, prompt_rule=prompt_rule, lineage=lineage)
-    branches = "".join(
-        f"\n        WHEN NOT {condition} THEN {reason}" for condition, reason in rules
+    return _first_failed(
+        _rules(alias, projection=projection, prompt_rule=prompt_rule, lineage=lineage)
     )
-    return f"CASE{branches}\n    END"
 
 
 def receivable_reference(column: str) -> str:
@@ -469,20 +514,20 @@ def receivable_reference(column: str) -> str:
         THEN {column} END"""
 
 
-def _memory_deleted_source(alias: str) -> str:
-    """A source in memory ``alias``'s lineage has been deleted since."""
-    return f"""EXISTS (
+def _memory_rules(alias: str) -> list[tuple[str, str]]:
+    """Rules 2 and 4 for memory ``alias``, as ``(passes, reason)`` checks: no source in its
+    lineage deleted since, and every room it inherits permits D."""
+    no_deleted_source = f"""NOT EXISTS (
         SELECT 1 FROM {MEMORY_LINEAGE} AS lineage
         JOIN {MESSAGES} AS source ON source.id = lineage.source_id
         WHERE lineage.memory_id = {alias}.id AND source.deleted_at IS NOT NULL)"""
-
-
-def _memory_withheld_room(alias: str) -> str:
-    """Some room memory ``alias`` inherits does not permit D."""
-    return f"""EXISTS (
-        SELECT 1 FROM {MEMORY_ROOMS} AS inherited
-        WHERE inherited.memory_id = {alias}.id
-          AND inherited.conversation_id NOT IN (SELECT id FROM permitted))"""
+    return [
+        (no_deleted_source, "'deleted'"),
+        (
+            _inherits_permitted_rooms(MEMORY_ROOMS, f"memory_id = {alias}.id", per_row=False),
+            "'lineage'",
+        ),
+    ]
 
 
 def memory_eligible_condition(alias: str) -> str:
@@ -494,13 +539,10 @@ def memory_eligible_condition(alias: str) -> str:
     shown and of the memories it recalled) must permit D. A source deleted since hides the
     memory, so deletion stays final.
     """
-    return f"(NOT {_memory_withheld_room(alias)} AND NOT {_memory_deleted_source(alias)})"
+    return _all_pass(_memory_rules(alias))
 
 
 def memory_exclusion_reason(alias: str) -> str:
     """Why memory ``alias`` may not reach the destination: ``deleted`` when a source is gone,
     else ``lineage``; NULL when ``memory_eligible_condition`` holds."""
-    return f"""CASE
-        WHEN {_memory_deleted_source(alias)} THEN 'deleted'
-        WHEN {_memory_withheld_room(alias)} THEN 'lineage'
-    END"""
+    return _first_failed(_memory_rules(alias))

@@ -1,28 +1,24 @@
-"""search_history request validation and hit shapes (SPEC §5, camelCase on the wire)."""
+"""search_history, run and memory request validation and response shapes (SPEC §5, camelCase
+on the wire), each shape a ``formation.shapes.Shape``."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rest_framework import serializers
 
-from formation.fields import (
-    Choice,
-    JsonInteger,
-    StrictSerializer,
-    Text,
-    Timestamp,
-    format_timestamp,
-)
-from messages_app.serializers import MAX_CONTENT_CHARS, MAX_QUERY_CHARS, message_summary
-from search_app.models import AgentMemory
-from search_app.queries import SPEAKERS, HistoryFilters
-from search_app.services import HistorySearch
+from formation.fields import Choice, Id, JsonInteger, StrictSerializer, Text, Timestamp
+from formation.shapes import Shape
+from messages_app.models import ConversationKind
+from messages_app.serializers import MAX_CONTENT_CHARS, MAX_QUERY_CHARS, MessageSummarySerializer
+from messages_app.services import MAX_RECENT_MESSAGES
+from search_app.limits import DEFAULT_MEMORIES, EVIDENCE_BUDGET, MAX_HITS, MAX_MEMORIES
+from search_app.queries import SPEAKERS, HistoryFilters, Hit
 
-MAX_HITS = 20
-DEFAULT_HITS = 8
-MAX_MEMORIES = 50
-DEFAULT_MEMORIES = 10
+if TYPE_CHECKING:
+    from search_app.services import HistorySearch
+
+RANKING_NAMES = ["text", "actor", "conversation", "participation", "recency"]
 
 
 class SearchHistorySerializer(StrictSerializer):
@@ -40,54 +36,122 @@ class SearchHistorySerializer(StrictSerializer):
             raise serializers.ValidationError({"after": ["Must be earlier than before."]})
         return attrs
 
-    def history_filters(self) -> HistoryFilters:
-        data = self.validated_data
-        return HistoryFilters(
-            speaker=data.get("speaker") or "anyone",
-            after=data.get("after"),
-            before=data.get("before"),
-        )
 
-    def hit_limit(self) -> int:
-        return self.validated_data.get("limit") or DEFAULT_HITS
+def history_filters(arguments: dict[str, Any]) -> HistoryFilters:
+    """The validated arguments' filters; ``null`` (or nothing) means the default."""
+    return HistoryFilters(
+        speaker=arguments.get("speaker") or "anyone",
+        after=arguments.get("after"),
+        before=arguments.get("before"),
+    )
+
+
+class HistoryConversation(Shape):
+    id = serializers.UUIDField(source="message.conversation_id")
+    title = serializers.CharField(source="conversation_title")
+    kind = serializers.ChoiceField(choices=ConversationKind.values, source="conversation_kind")
+
+
+class HistorySpeaker(Shape):
+    type = serializers.ChoiceField(choices=["user", "agent"])
+    id = serializers.UUIDField()
+    displayName = serializers.CharField()
+
+
+class RankingReason(Shape):
+    name = serializers.ChoiceField(choices=RANKING_NAMES)
+    value = serializers.FloatField()
+    contribution = serializers.FloatField()
+
+
+class HistoryHit(MessageSummarySerializer):
+    # The message summary's fields, read from the hit's message; the rest given by the search.
+    conversation = HistoryConversation()
+    time = serializers.DateTimeField(source="created_at")
+    speaker = HistorySpeaker()
+    text = serializers.CharField(source="content")
+    highlights = serializers.ListField(
+        child=serializers.ListField(child=serializers.IntegerField(), min_length=2, max_length=2),
+        help_text="[start, length] of each matched word, in Unicode code points of text.",
+    )
+    score = serializers.FloatField(help_text="The sum of the reasons' contributions.")
+    reasons = RankingReason(many=True, help_text="All five ranking components, always.")
+    before = MessageSummarySerializer(
+        many=True, help_text="Up to two eligible neighbours before the hit, in order."
+    )
+    after = MessageSummarySerializer(
+        many=True, help_text="Up to two eligible neighbours after the hit, in order."
+    )
+
+
+class BudgetSerializer(Shape):
+    used = serializers.IntegerField()
+    limit = serializers.IntegerField(help_text=f"Always {EVIDENCE_BUDGET}.")
+    remaining = serializers.IntegerField()
+
+
+class HistorySearchResult(Shape):
+    items = HistoryHit(many=True, help_text="Best first.")
+    total = serializers.IntegerField(help_text="The number of items returned by this call.")
+    budget = BudgetSerializer()
+
+
+class SearchLimitDetails(Shape):
+    budget = BudgetSerializer(
+        required=False, help_text="search_budget_exhausted: the run's budget."
+    )
+    retryAfter = serializers.IntegerField(
+        required=False, help_text="rate_limited: seconds; also sent as Retry-After."
+    )
+
+
+class DeliveryBlockedDetails(Shape):
+    blocked = serializers.IntegerField(help_text="How many evidence messages block the reply.")
+    reasons = serializers.DictField(
+        child=serializers.IntegerField(), help_text="How many, by reason; never which."
+    )
+
+
+def ranking(hit: Hit) -> dict[str, Any]:
+    """One hit's ranking as the answer's ``reasons`` and the audit's record show it: each
+    contribution rounded to six decimals, and the score their rounded sum (rounding the exact
+    sum instead can differ in the last digit, so the record would not add up and would
+    disagree with the answer)."""
+    components = {name: round(value, 6) for name, value in hit.components.items()}
+    return {
+        "messageId": str(hit.message.id),
+        "score": round(sum(components.values()), 6),
+        "components": components,
+    }
+
+
+def _hit(hit: Hit, marks: list[list[int]]) -> dict[str, Any]:
+    message = hit.message
+    ranked = ranking(hit)
+    return HistoryHit.render(
+        message,
+        conversation=HistoryConversation.render(hit),
+        speaker=HistorySpeaker.render(
+            type="agent" if message.sender_agent_id else "user",
+            id=str(message.sender_agent_id or message.sender_account_id),
+            displayName=hit.speaker_name,
+        ),
+        highlights=marks,
+        score=ranked["score"],
+        reasons=[
+            RankingReason.render(
+                name=name, value=round(hit.values[name], 6), contribution=contribution
+            )
+            for name, contribution in ranked["components"].items()
+        ],
+        before=MessageSummarySerializer.render_many(hit.before),
+        after=MessageSummarySerializer.render_many(hit.after),
+    )
 
 
 def search_history_body(result: HistorySearch) -> dict[str, Any]:
-    items = []
-    for hit, marks in zip(result.hits, result.highlights, strict=True):
-        message = hit.message
-        reasons = [
-            {
-                "name": name,
-                "value": round(hit.values[name], 6),
-                "contribution": round(contribution, 6),
-            }
-            for name, contribution in hit.components.items()
-        ]
-        speaker_type = "agent" if message.sender_agent_id else "user"
-        items.append(
-            {
-                **message_summary(message),
-                "conversation": {
-                    "id": str(message.conversation_id),
-                    "title": hit.conversation_title,
-                    "kind": hit.conversation_kind,
-                },
-                "time": format_timestamp(message.created_at),
-                "speaker": {
-                    "type": speaker_type,
-                    "id": str(message.sender_agent_id or message.sender_account_id),
-                    "displayName": hit.speaker_name,
-                },
-                "text": message.content,
-                "highlights": marks,
-                "score": round(sum(reason["contribution"] for reason in reasons), 6),
-                "reasons": reasons,
-                "before": [message_summary(m) for m in hit.before],
-                "after": [message_summary(m) for m in hit.after],
-            }
-        )
-    return {"items": items, "total": len(items), "budget": result.budget.summary()}
+    items = [_hit(hit, marks) for hit, marks in zip(result.hits, result.highlights, strict=True)]
+    return HistorySearchResult.render(result, items=items, total=len(items))
 
 
 class RunContentSerializer(StrictSerializer):
@@ -103,14 +167,43 @@ class MemorySearchQuery(StrictSerializer):
     limit = serializers.IntegerField(min_value=1, max_value=MAX_MEMORIES, default=DEFAULT_MEMORIES)
 
 
-def memory_body(memory: AgentMemory) -> dict[str, Any]:
-    body = {
-        "id": str(memory.id),
-        "agentId": str(memory.agent_id),
-        "runId": str(memory.run_id),
-        "content": memory.content,
-        "createdAt": format_timestamp(memory.created_at),
-    }
-    if hasattr(memory, "lineage_count"):
-        body["lineageCount"] = memory.lineage_count
-    return body
+class Memory(Shape):
+    id = serializers.UUIDField()
+    agentId = serializers.UUIDField(source="agent_id")
+    runId = serializers.UUIDField(source="run_id", help_text="The run that wrote it.")
+    content = serializers.CharField()
+    createdAt = serializers.DateTimeField(source="created_at")
+
+
+class MemoryCreated(Memory):
+    lineageCount = serializers.IntegerField(
+        source="lineage_count", help_text="Source messages it inherits limits from."
+    )
+
+
+class MemorySearchResult(Shape):
+    items = Memory(many=True)
+    total = serializers.IntegerField(help_text="The number of items returned by this call.")
+    limit = serializers.IntegerField()
+
+
+class RunCreateSerializer(StrictSerializer):
+    agentId = Id()
+    conversationId = Id()
+    requesterId = Id()
+    currentMessageId = Id(required=False, allow_null=True)
+    recentMessageIds = serializers.ListField(
+        child=Id(), required=False, max_length=MAX_RECENT_MESSAGES
+    )
+
+
+class RunSerializer(Shape):
+    id = serializers.UUIDField()
+    agentId = serializers.UUIDField(source="agent_id")
+    conversationId = serializers.UUIDField(source="conversation_id")
+    requesterId = serializers.UUIDField(source="requester_id")
+    createdAt = serializers.DateTimeField(source="created_at")
+
+
+class RunCreated(RunSerializer):
+    token = serializers.CharField(help_text="The run token, shown once; only its hash is kept.")

@@ -1,13 +1,14 @@
-"""The run's perspective-bound work: search_history (SPEC §5, §6, audited as §7 says), the
-reply with its final delivery check, and the agent's memories (SPEC §4).
+"""The run's perspective-bound work: search_history (SPEC §5, §6, audited as §7 says) and the
+agent's memories (SPEC §4). The reply, with its final delivery check, is ``runs.run_reply``.
 
-Concurrency. The run's row is locked (``SELECT ... FOR UPDATE``) by the statement that reads
-the call's scope, before anything else is read, so searches, replies and memories of one run
-take turns (tool calls share-lock it); the locked row carries the budget counter the previous
-search committed, and under READ COMMITTED every later statement sees the evidence it
-committed, so the count can never pass the ceiling, however many searches run at once. Calls on
-different runs never wait for each other. The hits, their texts and their neighbours are read
-by one statement that applies every rule, so a message deleted meanwhile is never returned.
+Concurrency. The run's row is locked (``runs.run_lock``, ``SELECT ... FOR UPDATE``) by the
+statement that reads the call's scope, before anything else is read, so searches, replies and
+memories of one run take turns (tool calls share-lock it); the locked row carries the budget
+counter the previous search committed, and under READ COMMITTED every later statement sees the
+evidence it committed, so the count can never pass the ceiling, however many searches run at
+once. Calls on different runs never wait for each other. The hits, their texts and their
+neighbours are read by one statement that applies every rule, so a message deleted meanwhile is
+never returned.
 """
 
 from __future__ import annotations
@@ -21,28 +22,17 @@ from django.utils import timezone
 
 from audit_app import services as audit
 from audit_app.models import SearchOutcome, SearchTool
-from formation.errors import (
-    DeliveryBlocked,
-    Forbidden,
-    InvalidArguments,
-    SearchBudgetExhausted,
-)
-from formation.fields import camel_case
-from messages_app.models import (
-    Conversation,
-    Message,
-    MessageLineage,
-    MessageLineageRoom,
-    Run,
-    RunEvidence,
-)
-from messages_app.services import MessageDraft, message_create, run_evidence_record
+from formation.errors import SearchBudgetExhausted
+from formation.fields import format_timestamp
+from messages_app.models import Message, MessageLineage, MessageLineageRoom
+from search_app.limits import EVIDENCE_BUDGET
 from search_app.models import AgentMemory, MemoryLineage, MemoryRoom, RunMemory
-from search_app.perspective import Perspective, run_scope
-from search_app.queries import HistoryFilters, Hit, delivery_blockers, history_read, memory_hits
+from search_app.perspective import Perspective
+from search_app.queries import HistoryFilters, Hit, history_read, memory_hits
+from search_app.runs import run_evidence_record, run_lock, run_sources
+from search_app.serializers import SearchLimitDetails, ranking
 from search_app.text import highlights, parse_query
 
-EVIDENCE_BUDGET = 400
 SEARCH_TOOL = "search_history"
 
 
@@ -55,10 +45,6 @@ class Budget:
     def remaining(self) -> int:
         return max(self.limit - self.used, 0)
 
-    def summary(self) -> dict[str, int]:
-        """``{used, limit, remaining}``, as answers and the exhausted error carry it."""
-        return {"used": self.used, "limit": self.limit, "remaining": self.remaining}
-
 
 @dataclass
 class HistorySearch:
@@ -66,15 +52,6 @@ class HistorySearch:
     highlights: list[list[list[int]]]
     budget: Budget
     trimmed: int
-
-
-def _locked(*, workspace_id: uuid.UUID, run_id: uuid.UUID, open_only: bool = True):
-    """The run's perspective and state, its row locked ``FOR UPDATE`` until the transaction
-    ends; ``forbidden`` once finished unless ``open_only`` is false."""
-    perspective, state = run_scope(workspace_id=workspace_id, run_id=run_id, lock="UPDATE")
-    if open_only and state.finished_at is not None:
-        raise Forbidden("This run has finished; its tools are closed.")
-    return perspective, state
 
 
 def _spend(hits: list[Hit], seen: set, remaining: int) -> tuple[list[Hit], list, int]:
@@ -126,14 +103,14 @@ def search_history(
     """
     query = parse_query(query_text)
     now = now or timezone.now()
-    filters_record = audit.filters_record(filters, limit=limit)
+    filters_record = _filters_record(filters, limit=limit)
     with audit.audited_atomic():
-        perspective, state = _locked(workspace_id=workspace_id, run_id=run_id)
+        perspective, state = run_lock(workspace_id=workspace_id, run_id=run_id, exclusive=True)
         used = state.history_evidence_count
         remaining = EVIDENCE_BUDGET - used
         if remaining <= 0:
-            audit.search_event_record(
-                perspective=perspective,
+            _audit_search(
+                perspective,
                 query_text=query_text,
                 filters=filters_record,
                 hits=[],
@@ -152,8 +129,8 @@ def search_history(
                 workspace_id=workspace_id, run_id=run_id, message_ids=spent, tool=SEARCH_TOOL
             )
             budget = Budget(used=used + len(spent))
-            audit.search_event_record(
-                perspective=perspective,
+            _audit_search(
+                perspective,
                 query_text=query_text,
                 filters=filters_record,
                 hits=hits,
@@ -167,95 +144,60 @@ def search_history(
                 [hit.message.content for hit in hits], query, [hit.marked for hit in hits]
             )
     if exhausted is not None:
-        raise SearchBudgetExhausted(details={"budget": exhausted.summary()})
+        raise SearchBudgetExhausted(details=SearchLimitDetails.render({"budget": exhausted}))
     return HistorySearch(hits=hits, highlights=marked, budget=budget, trimmed=trimmed)
 
 
-# --- delivery and memories (SPEC §4) ---------------------------------------------------------
+def _filters_record(filters: HistoryFilters, *, limit: int) -> dict[str, object]:
+    """The caller's filters as the audit stores them (RFC 3339 bounds, null when not given)."""
+    return {
+        "speaker": filters.speaker,
+        "after": format_timestamp(filters.after),
+        "before": format_timestamp(filters.before),
+        "limit": limit,
+    }
 
 
-def _run_sources(perspective: Perspective) -> list:
-    """What the run's model has seen: its prompt, its evidence, then its memories' sources.
-
-    The prompt (current message and recent history) is in the destination itself, so it never
-    blocks delivery, but a message there may carry lineage of its own (an earlier reply), which
-    whatever the run writes must inherit. Evidence follows in the order it was returned; each
-    message's own sources are added when the lineage is stored (its closure), so chains
-    flatten to the originals.
-    """
-    run_id = perspective.run_id
-    evidence = RunEvidence.objects.filter(run_id=run_id).order_by("created_at", "id")
-    remembered = MemoryLineage.objects.filter(
-        memory__in=RunMemory.objects.filter(run_id=run_id).values("memory")
-    ).order_by("memory_id", "source_id")
-    return list(
-        dict.fromkeys(
-            [
-                *perspective.in_prompt,
-                *evidence.values_list("message_id", flat=True),
-                *remembered.values_list("source_id", flat=True),
-            ]
-        )
+def _audit_search(
+    perspective: Perspective,
+    *,
+    query_text: str,
+    filters: dict[str, object],
+    hits: list[Hit],
+    exclusions: dict[str, int],
+    exclusions_capped: bool,
+    budget_used: int,
+    outcome: str = SearchOutcome.ANSWERED,
+) -> None:
+    """The search's audit event (SPEC §7), in the caller's transaction: who searched, for which
+    audience, and what came back (each neighbour once, in the order the hits list them; a hit
+    is listed only as a hit), with the rankings the answer shows."""
+    hit_ids = [hit.message.id for hit in hits]
+    neighbour_ids = dict.fromkeys(
+        message.id
+        for hit in hits
+        for message in (*hit.before, *hit.after)
+        if message.id not in hit_ids
+    )
+    audit.search_event_record(
+        workspace_id=perspective.workspace_id,
+        run_id=perspective.run_id,
+        agent_id=perspective.agent_id,
+        destination_id=perspective.destination_id,
+        requester_id=perspective.requester_id,
+        query_text=query_text,
+        filters=filters,
+        hit_ids=hit_ids,
+        neighbour_ids=list(neighbour_ids),
+        rankings=[ranking(hit) for hit in hits],
+        exclusions=exclusions,
+        exclusions_capped=exclusions_capped,
+        budget_used=budget_used,
+        outcome=outcome,
     )
 
 
-def run_reply(*, workspace_id: uuid.UUID, run_id: uuid.UUID, content: str) -> Message:
-    """Deliver the agent's reply to the run's destination after the final delivery check.
-
-    The run row is locked first, so no tool call can add evidence between the check and the
-    store, and a second reply waits and then finds the run finished. Rules 1-4 are evaluated
-    for every evidence message as the workspace stands now: a link revoked, a reader added or
-    a source deleted since the search blocks the reply, and nothing is stored. The error says
-    how many messages block it and why, nothing about which.
-    """
-    with transaction.atomic():
-        perspective, state = _locked(workspace_id=workspace_id, run_id=run_id, open_only=False)
-        if state.finished_at is not None:
-            raise InvalidArguments("This run has already replied; a run replies once.")
-        blockers = delivery_blockers(perspective, run_id=run_id)
-        if blockers:
-            raise DeliveryBlocked(
-                details={
-                    "blocked": sum(blockers.values()),
-                    "reasons": {camel_case(reason): count for reason, count in blockers.items()},
-                }
-            )
-        reply = message_create(
-            conversation=Conversation(id=perspective.destination_id, workspace_id=workspace_id),
-            draft=MessageDraft(
-                content=content,
-                sender_agent_id=perspective.agent_id,
-                reply_to_id=perspective.current_message_id,
-                lineage=_run_sources(perspective),
-            ),
-            # Everything the run read travels with the reply, however much that is.
-            lineage_cap=None,
-        )
-        _inherit_recalled_rooms(perspective, reply)
-        Run.objects.filter(workspace_id=workspace_id, pk=run_id).update(finished_at=timezone.now())
-    return reply
-
-
-def _inherit_recalled_rooms(perspective: Perspective, reply: Message) -> None:
-    """The reply inherits the rooms of every memory the run recalled.
-
-    Its lineage rows already bring the rooms of its message sources (a trigger writes those),
-    but a memory also carries the room it was written in, which may hold no message the run
-    was shown: without this a reply drawn from a private room's memory would be as visible as
-    its own room.
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""INSERT INTO {MessageLineageRoom._meta.db_table}
-                    (workspace_id, message_id, conversation_id)
-                SELECT DISTINCT %(workspace)s::uuid, %(reply)s::uuid, inherited.conversation_id
-                FROM {RunMemory._meta.db_table} AS used
-                JOIN {MemoryRoom._meta.db_table} AS inherited
-                  ON inherited.memory_id = used.memory_id
-                WHERE used.run_id = %(run)s
-                ON CONFLICT (message_id, conversation_id) DO NOTHING""",
-            {"workspace": perspective.workspace_id, "reply": reply.id, "run": perspective.run_id},
-        )
+# --- memories (SPEC §4) ----------------------------------------------------------------------
 
 
 def _memory_rooms_record(perspective: Perspective, memory: AgentMemory, sources: list) -> None:
@@ -296,8 +238,10 @@ def memory_create(*, workspace_id: uuid.UUID, run_id: uuid.UUID, content: str) -
     memories the run was given, so a memory of a memory is as restricted as the first.
     """
     with transaction.atomic():
-        perspective, _ = _locked(workspace_id=workspace_id, run_id=run_id, open_only=False)
-        direct = _run_sources(perspective)
+        perspective, _ = run_lock(
+            workspace_id=workspace_id, run_id=run_id, exclusive=True, open_only=False
+        )
+        direct = run_sources(perspective)
         inherited = MessageLineage.objects.filter(message_id__in=direct).values_list(
             "source_id", flat=True
         )
@@ -323,7 +267,7 @@ def memory_search(
     """
     query = parse_query(query_text)
     with audit.audited_atomic():
-        perspective, _ = _locked(workspace_id=workspace_id, run_id=run_id)
+        perspective, _ = run_lock(workspace_id=workspace_id, run_id=run_id, exclusive=True)
         memories = memory_hits(perspective, query, limit=limit)
         RunMemory.objects.bulk_create(
             [RunMemory(run_id=run_id, memory=memory) for memory in memories],

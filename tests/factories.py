@@ -25,6 +25,7 @@ from messages_app.models import (
 )
 from search_app import services as search_services
 from search_app.queries import HistoryFilters
+from search_app.runs import run_create
 
 _counter = itertools.count(1)
 
@@ -173,7 +174,7 @@ def make_run(
     recent: tuple[Message, ...] = (),
 ) -> tuple[Run, APIClient]:
     """A run through the real service, with an API client holding its run token."""
-    run, raw = services.run_create(
+    run, raw = run_create(
         workspace_id=agent.workspace_id,
         agent_id=agent.id,
         conversation_id=destination.id,

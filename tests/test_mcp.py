@@ -52,6 +52,7 @@ from formation.tools import (
 )
 from messages_app import services
 from messages_app.models import ApiToken, TokenKind
+from search_app.runs import run_create
 from tests import factories
 from tests.test_serving import gunicorn_serving
 
@@ -64,7 +65,7 @@ class Scene:
     def __init__(self, world) -> None:
         self.message = factories.post(world.public, world.bob, "the migration plan is ready")
         factories.post(world.public, world.alice, "migration done")
-        _, self.run_token = services.run_create(
+        _, self.run_token = run_create(
             workspace_id=world.workspace.id,
             agent_id=world.agent.id,
             conversation_id=world.public.id,

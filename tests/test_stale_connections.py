@@ -46,14 +46,14 @@ def test_a_database_that_stays_down_still_answers_503(monkeypatch):
     path = f"/api/v1/messages?conversationId={public.id}"
     assert client.get(path).status_code == 200
     attempts = []
-    original = auth._token_row
+    original = auth._caller_lookup()
 
     def always_dead(digest):
         attempts.append(digest)
         _terminate_current_backend()
         return original(digest)
 
-    monkeypatch.setattr(auth, "_token_row", always_dead)
+    monkeypatch.setattr(auth, "_caller_lookup", lambda: always_dead)
 
     response = client.get(path)
 

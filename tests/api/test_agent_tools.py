@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 
 from messages_app import services
 from messages_app.models import Message
+from search_app.runs import run_create
 from tests import factories
 from tests.factories import SUMMARY_KEYS, at, left_room, never_joined_room, other_workspace
 
@@ -65,7 +66,7 @@ def tool_api(request, world):
     """The world's agent, through its own agent token or through a run token."""
     if request.param == "agent":
         return world.agent_api
-    _, token = services.run_create(
+    _, token = run_create(
         workspace_id=world.workspace.id,
         agent_id=world.agent.id,
         conversation_id=world.public.id,
@@ -1035,7 +1036,7 @@ def test_run_token_acts_as_the_runs_agent(world):
     factories.join(room, world.alice, joined_at=at(-60))
     theirs = factories.post(room, world.alice, "sample status second", created_at=at(1))
     ours = factories.post(world.private, world.alice, "sample status first", created_at=at(2))
-    _, token = services.run_create(
+    _, token = run_create(
         workspace_id=world.workspace.id,
         agent_id=world.agent.id,
         conversation_id=world.private.id,

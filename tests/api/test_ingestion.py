@@ -17,7 +17,6 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from messages_app import services
-from messages_app.corpus import corpus_vocabulary
 from messages_app.models import (
     Account,
     Agent,
@@ -30,6 +29,7 @@ from messages_app.models import (
     Run,
     TokenKind,
 )
+from synthetic.corpus import corpus_vocabulary
 from tests import factories
 from tests.factories import SUMMARY_KEYS
 

@@ -1,9 +1,10 @@
-"""The OpenAPI description (formation/openapi.py) against the URL conf and the wire contract.
+"""The OpenAPI description (each view's annotation, formation/openapi.py's envelope) against
+the URL conf and the wire contract.
 
 Every route under ``/api/v1/`` is found by walking the URL conf independently of
 drf-spectacular, and each of its operations must document a success response, the bearer
-scheme and its error statuses as the one envelope with the right code. A new endpoint without an
-entry in formation/openapi.py fails here (and ``make test`` fails on any generator warning).
+scheme and its error statuses as the one envelope with the right code. A new endpoint without
+an annotation fails here (and ``make test`` fails on any generator warning).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from rest_framework.test import APIClient
 
 from messages_app import services
 from messages_app.models import Message, MessageLineage, Run, RunEvidence
-from search_app import services as search_services
+from search_app import runs
 from search_app.models import AgentMemory, RunMemory
 from tests import factories
 from tests.factories import SUMMARY_KEYS, make_run, post
@@ -426,14 +426,14 @@ def test_a_tool_call_holding_the_run_is_seen_by_the_reply(monkeypatch):
     _, raw = services.token_create(workspace_id=workspace.id, kind="run", agent=agent, run=run)
 
     recorded, go = threading.Event(), threading.Event()
-    original = services.run_evidence_record
+    original = runs.run_evidence_record
 
     def record_then_pause(**kwargs):
         original(**kwargs)
         recorded.set()
         assert go.wait(WAIT)
 
-    monkeypatch.setattr(services, "run_evidence_record", record_then_pause)
+    monkeypatch.setattr(runs, "run_evidence_record", record_then_pause)
     results: dict[str, object] = {}
 
     def work(index: int) -> None:
@@ -472,7 +472,7 @@ def test_a_tool_call_during_the_reply_waits_and_is_forbidden(monkeypatch):
     unseen = post(public, alice, "sample unseen")
 
     checked, go = threading.Event(), threading.Event()
-    original = search_services.delivery_blockers
+    original = runs.delivery_blockers
 
     def check_then_pause(*args, **kwargs):
         result = original(*args, **kwargs)
@@ -480,7 +480,7 @@ def test_a_tool_call_during_the_reply_waits_and_is_forbidden(monkeypatch):
         assert go.wait(WAIT)
         return result
 
-    monkeypatch.setattr(search_services, "delivery_blockers", check_then_pause)
+    monkeypatch.setattr(runs, "delivery_blockers", check_then_pause)
     results: dict[str, object] = {}
 
     def work(index: int) -> None:
@@ -579,7 +579,7 @@ def test_a_run_that_read_a_long_history_can_still_reply(world):
         cursor.execute("ANALYZE messages_app_message")
     run, api = make_run(world.agent, world.public, world.alice)
     # What 101 pages of list_messages record, in one call of the service the tool uses.
-    services.run_evidence_record(
+    runs.run_evidence_record(
         workspace_id=world.workspace.id,
         run_id=run.id,
         message_ids=Message.objects.filter(conversation=world.public).values_list("id", flat=True),

@@ -15,9 +15,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from rest_framework import serializers
 from rest_framework.test import APIClient
 
+from formation import tools as formation_tools
 from formation.errors import api_exception_handler
 from formation.tools import (
     AGENT_TOOLS,
@@ -31,6 +33,7 @@ from formation.tools import (
 )
 from messages_app import services
 from messages_app.models import Message, RunEvidence, TokenKind
+from search_app.runs import run_create
 from tests import factories
 from tests.factories import at
 
@@ -46,7 +49,7 @@ class Tokens:
         _, self.agent = services.token_create(
             workspace_id=world.workspace.id, kind=TokenKind.AGENT, agent=world.agent
         )
-        self.run_record, self.run = services.run_create(
+        self.run_record, self.run = run_create(
             workspace_id=world.workspace.id,
             agent_id=world.agent.id,
             conversation_id=world.public.id,
@@ -298,7 +301,7 @@ def test_call_tool_answers_like_the_endpoint(tool, extra, kind, world, messages,
 
 
 def test_call_tool_search_history_answers_like_the_endpoint(world, messages, tokens):
-    _, second_run = services.run_create(
+    _, second_run = run_create(
         workspace_id=world.workspace.id,
         agent_id=world.agent.id,
         conversation_id=world.public.id,
@@ -334,7 +337,7 @@ def test_call_tool_errors_are_the_endpoint_envelope(tool, token, arguments, worl
 
 
 def test_call_tool_records_the_same_evidence_as_the_endpoint(world, messages, tokens):
-    second_run, second_token = services.run_create(
+    second_run, second_token = run_create(
         workspace_id=world.workspace.id,
         agent_id=world.agent.id,
         conversation_id=world.public.id,
@@ -356,6 +359,31 @@ def test_call_tool_records_the_same_evidence_as_the_endpoint(world, messages, to
 
     assert evidence(tokens.run_record.id) == evidence(second_run.id)
     assert {tool for _, tool in evidence(second_run.id)} == set(TOOL_NAMES)
+
+
+def test_a_run_token_call_is_refused_when_no_app_holds_runs(world, messages, tokens, monkeypatch):
+    """Without the run's owner installed (search_app/tools.py), a run token's call must not run
+    unheld: it would return messages no delivery check could see."""
+    monkeypatch.setattr(formation_tools, "_run_holders", [])
+    arguments = {"conversationId": str(world.private.id)}
+
+    with pytest.raises(ImproperlyConfigured):
+        call_tool(caller=caller_for_token(tokens.run), name="list_messages", arguments=arguments)
+
+    assert not RunEvidence.objects.filter(run=tokens.run_record).exists()
+    # An agent token has no run to hold, and search_history holds its own.
+    assert call_tool(
+        caller=caller_for_token(tokens.agent), name="list_messages", arguments=arguments
+    )
+    assert call_tool(
+        caller=caller_for_token(tokens.run), name="search_history", arguments={"query": "plan"}
+    )
+
+
+def test_a_tool_is_registered_once():
+    with pytest.raises(ImproperlyConfigured):
+        formation_tools.register(TOOLS_BY_NAME["get_message"])
+    assert [tool.name for tool in AGENT_TOOLS] == TOOL_NAMES
 
 
 # --- definitions ------------------------------------------------------------------------------

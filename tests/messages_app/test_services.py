@@ -21,6 +21,7 @@ from messages_app.models import (
     MessageLineage,
     TokenKind,
 )
+from search_app.runs import run_create
 from tests import factories
 
 
@@ -222,7 +223,7 @@ def test_token_create_makes_distinct_tokens(world):
 
 
 def open_run(world, conversation: Conversation, requester=None, **extra):
-    return services.run_create(
+    return run_create(
         workspace_id=world.workspace.id,
         agent_id=world.agent.id,
         conversation_id=conversation.id,

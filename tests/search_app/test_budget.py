@@ -17,6 +17,7 @@ from formation.errors import SearchBudgetExhausted
 from messages_app import services
 from messages_app.models import Message, RunEvidence
 from messages_app.services import MessageDraft
+from search_app.runs import run_create
 from tests import factories
 from tests.factories import at
 
@@ -290,7 +291,7 @@ def test_concurrent_searches_on_one_run_never_pass_the_budget():
     every one of them recorded, and no answer but 200 or 429 (SPEC §6: correct under
     concurrent searches)."""
     agent, alice, room = make_corpus()
-    run, raw_token = services.run_create(
+    run, raw_token = run_create(
         workspace_id=agent.workspace_id,
         agent_id=agent.id,
         conversation_id=room.id,

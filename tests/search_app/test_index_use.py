@@ -18,6 +18,7 @@ from django.utils import timezone
 from messages_app import selectors, services
 from search_app.perspective import Perspective
 from search_app.queries import HistoryFilters, ranked_hits
+from search_app.runs import run_create
 from search_app.text import parse_query
 
 pytestmark = pytest.mark.django_db
@@ -58,7 +59,7 @@ def explain(sql: str, params: object = None) -> str:
 
 
 def test_search_history_hits_can_use_the_search_document_gin_index(world, haystack):
-    run, _ = services.run_create(
+    run, _ = run_create(
         workspace_id=world.workspace.id,
         agent_id=world.agent.id,
         conversation_id=world.private.id,

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from formation.errors import DeliveryBlocked
 from messages_app import services
 from messages_app.models import Message, MessageLineage, RunEvidence
-from search_app import services as search_services
+from search_app.runs import run_reply
 from tests import factories
 from tests.factories import at
 
@@ -754,7 +754,7 @@ def check_delivery(plan: Plan, built: Built, mutation: str, pick: int) -> None:
     stored_before = Message.objects.filter(conversation=destination).count()
 
     def deliver():
-        return search_services.run_reply(
+        return run_reply(
             workspace_id=run.workspace_id, run_id=run.id, content=f"{REPLY_WORD} answer"
         )
 

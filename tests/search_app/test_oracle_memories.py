@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from search_app import services as search_services
+from search_app.runs import run_reply
 from tests import factories
 from tests.search_app.test_oracle import (
     AGENT,
@@ -181,7 +182,7 @@ def run_chain(plan: Plan, steps: list[Step]) -> None:
             if recalled:
                 event("a memory of a memory")
         elif step.action == "reply":
-            reply = search_services.run_reply(
+            reply = run_reply(
                 workspace_id=run.workspace_id, run_id=run.id, content="sample replyword"
             )
             index = len(plan.messages)

@@ -30,6 +30,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from formation.wsgi import application
 from messages_app import services
 from messages_app.models import Run, TokenKind
+from search_app.runs import run_create
 from tests import factories
 from tests.factories import at
 
@@ -106,7 +107,7 @@ class FuzzWorld:
             return services.token_create(
                 workspace_id=self.workspace_id, kind=TokenKind.RUN, run=run
             )[1]
-        run, raw = services.run_create(
+        run, raw = run_create(
             workspace_id=self.workspace_id,
             agent_id=self.agent_id,
             conversation_id=self.destination_id,
@@ -165,7 +166,7 @@ def fuzz_world(db, in_process_connection) -> Iterator[FuzzWorld]:
     for member in (agent, alice):
         factories.join(room, member, joined_at=at(-60))
     message = factories.post(room, alice, "sample status for the fuzzer", created_at=at(1))
-    run, _ = services.run_create(
+    run, _ = run_create(
         workspace_id=workspace.id,
         agent_id=agent.id,
         conversation_id=room.id,

@@ -51,7 +51,7 @@ from django.urls.resolvers import RegexPattern
 from formation.errors import NotFound, error_body
 from messages_app import services
 from messages_app.models import TokenKind
-from search_app import services as search_services
+from search_app.runs import run_create, run_reply
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -353,9 +353,7 @@ def build_world() -> World:
     run, run_token = _run(agent, room, alice)
     other_run, other_run_token = _run(agent, room, bob)
     finished_run, finished_token = _run(agent, room, alice)
-    reply = search_services.run_reply(
-        workspace_id=workspace.id, run_id=finished_run.id, content="sample answer"
-    )
+    reply = run_reply(workspace_id=workspace.id, run_id=finished_run.id, content="sample answer")
 
     elsewhere = factories.make_workspace()
     elsewhere_agent = factories.make_agent(elsewhere, "Other agent")
@@ -423,7 +421,7 @@ def build_world() -> World:
 
 def _run(agent: Any, room: Any, requester: Any) -> tuple[Any, str]:
     """A run through the real service, with its raw token."""
-    return services.run_create(
+    return run_create(
         workspace_id=agent.workspace_id,
         agent_id=agent.id,
         conversation_id=room.id,

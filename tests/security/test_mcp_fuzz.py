@@ -28,6 +28,7 @@ from formation.tools import AGENT_TOOLS, input_schema
 from formation.wsgi import application as wsgi_application
 from messages_app import services
 from messages_app.models import TokenKind
+from search_app.runs import run_create
 from tests import factories
 from tests.test_mcp import asgi_request
 
@@ -107,7 +108,7 @@ def fuzz_world(transactional_db, settings) -> World:
     message = factories.post(
         room, alice, "sample status for the fuzzer", created_at=factories.at(1)
     )
-    _, run_token = services.run_create(
+    _, run_token = run_create(
         workspace_id=workspace.id,
         agent_id=agent.id,
         conversation_id=room.id,

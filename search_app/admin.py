@@ -1,5 +1,9 @@
 """The search audit in the admin: trusted administrators only, and read-only for everybody.
 
+It lives here, above ``audit_app``, ``messages_app`` and their admin helpers, because an event's
+page links what the search returned to the messages and conversations themselves; the audit app
+underneath stays a plain record of values.
+
 Only a user holding ``audit_app.inspect_search_audit`` (superusers hold every permission) sees
 the model at all; an ordinary staff user gets no menu entry and a 403 on its URLs. Nobody can
 add, change or delete an event here, and there are no bulk actions: events are written by

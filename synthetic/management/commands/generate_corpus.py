@@ -1,6 +1,8 @@
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from messages_app.corpus import (
+from messages_app.models import Agent, TokenKind
+from messages_app.services import token_create
+from synthetic.corpus import (
     BUSY_AGENT_CONVERSATIONS,
     BUSY_AGENT_NAME,
     DEFAULT_CHUNK,
@@ -9,8 +11,6 @@ from messages_app.corpus import (
     CorpusProgress,
     corpus_generate,
 )
-from messages_app.models import Agent, TokenKind
-from messages_app.services import token_create
 
 
 class Command(BaseCommand):

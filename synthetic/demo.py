@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from messages_app import services
 from messages_app.models import Account, Agent, ApiToken, Conversation, Run, TokenKind, Workspace
+from search_app.runs import run_create
 
 DEMO_SLUG = "demo"
 
@@ -122,7 +123,7 @@ def demo_run_create(demo: DemoWorkspace) -> tuple[Run, str]:
     """
     ada = Account.objects.get(workspace=demo.workspace, external_id="ada")
     direct = Conversation.objects.get(workspace=demo.workspace, title="ada-and-agent")
-    return services.run_create(
+    return run_create(
         workspace_id=demo.workspace.id,
         agent_id=demo.agent.id,
         conversation_id=direct.id,

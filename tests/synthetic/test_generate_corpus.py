@@ -15,7 +15,6 @@ from django.core.management.base import CommandError
 from django.db import connection, transaction
 from django.db.models import F
 
-from messages_app.corpus import BUSY_AGENT_NAME, corpus_vocabulary, workspace_slug
 from messages_app.models import (
     Agent,
     Conversation,
@@ -28,6 +27,15 @@ from messages_app.models import (
     Workspace,
 )
 from search_app.models import MessageSearchDocument
+from synthetic.corpus import (
+    BUSY_AGENT_NAME,
+    CorpusError,
+    _Part,
+    _reserve,
+    corpus_vocabulary,
+    workspace_slug,
+)
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -271,3 +279,20 @@ def test_parallel_workers_load_the_same_rows_as_one():
         cursor.execute("TRUNCATE messages_app_workspace CASCADE")
     load(workers=1)
     assert database_digest() == parallel
+
+
+def test_seqs_out_of_step_with_the_counters_stop_the_load():
+    """The corpus reserves its seqs through the services' own reservation; rows whose seqs do
+    not follow the conversation's counter are refused before any is copied."""
+    workspace = factories.make_workspace()
+    conversation = factories.make_conversation(workspace, "public")
+    factories.post(conversation, factories.make_account(workspace), "sample first")
+    behind = _Part(counters={str(conversation.id): [2, 2, 1]})
+    with pytest.raises(CorpusError, match="out of step"), transaction.atomic():
+        _reserve(behind)
+    conversation.refresh_from_db()
+    assert (conversation.last_seq, conversation.live_message_count) == (1, 1)
+
+    _reserve(_Part(counters={str(conversation.id): [2, 1, 2]}))
+    conversation.refresh_from_db()
+    assert (conversation.last_seq, conversation.live_message_count) == (3, 2)

@@ -8,11 +8,12 @@ though: every check constraint, foreign key (immediate and deferred), index, and
 statement-level triggers that write ``message_search_documents`` fire for ``COPY`` exactly as for
 ``INSERT``, so a loaded corpus is indistinguishable from one ingested through the API
 (``rebuild_search_documents --check`` finds nothing to fix). What the services compute in Python
-is computed here the same way: conversation-local ``seq`` without gaps,
-``Conversation.last_seq`` and ``live_message_count`` updated in the same transaction as the
-messages they count, deletion as ``messages_app.services.message_delete`` leaves it (body
-erased, ``deleted_at`` set), and lineage stored as its transitive closure with ``direct``
-flags, as ``services._lineage_closure`` stores it.
+comes from the services' own code: each chunk's seqs are reserved by
+``messages_app.services.seqs_reserve`` (``Conversation.last_seq`` and ``live_message_count``,
+in the same transaction as the messages they count), and must be the ones the rows carry, so a
+gap or a repeat stops the load; lineage is stored as its transitive closure with ``direct``
+flags, built by ``services.lineage_sources`` as for an API write; and deletion is left as
+``services.message_delete`` leaves it (body erased, ``deleted_at`` set).
 
 Determinism: ids, names, words and times all come from ``random.Random`` instances seeded from
 ``seed`` and consumed in a fixed order, and times are anchored at ``CORPUS_END`` rather than
@@ -58,6 +59,7 @@ from messages_app.models import (
     MessageStatus,
     Workspace,
 )
+from messages_app.services import lineage_sources, seqs_reserve
 from search_app.models import MessageSearchDocument
 
 VOCABULARY_SIZE = 25_000
@@ -462,7 +464,7 @@ class _Part:
 
     messages: list[str] = field(default_factory=list)
     lineage: list[str] = field(default_factory=list)
-    # conversation id -> [messages added, live messages added]
+    # conversation id -> [messages added, live messages added, the first one's seq]
     counters: dict[str, list[int]] = field(default_factory=dict)
     deleted: int = 0
 
@@ -566,10 +568,7 @@ def _message_chunks(
                 earlier = replies_by.get(agent)
                 if earlier and random_() < LINEAGE_CHAIN_SHARE:
                     direct.append(choice(earlier))
-                direct = list(dict.fromkeys(direct))
-                inherited = sorted(
-                    {source for s in direct for source in closure.get(s, ())} - set(direct)
-                )
+                direct, inherited = lineage_sources(direct, closure)
                 closure[message_id] = (*direct, *inherited)
                 part.lineage += [f"{workspace_id}\t{message_id}\t{s}\tt\n" for s in direct]
                 part.lineage += [f"{workspace_id}\t{message_id}\t{s}\tf\n" for s in inherited]
@@ -596,7 +595,7 @@ def _message_chunks(
             )
             counter = part.counters.get(room.id)
             if counter is None:
-                counter = part.counters[room.id] = [0, 0]
+                counter = part.counters[room.id] = [0, 0, room.seq]
             counter[0] += 1
             counter[1] += live
             room.recent.append(message_id)
@@ -667,19 +666,18 @@ def _load(part: _Part) -> None:
         # larger batches: about a tenth less work for the same index contents.
         cursor.execute("SET LOCAL gin_pending_list_limit = '32MB'")
         cursor.execute("SET LOCAL work_mem = '128MB'")
+        _reserve(part)
         _copy(cursor, Message._meta.db_table, _MESSAGE_COLUMNS, part.messages)
         _copy(cursor, MessageLineage._meta.db_table, _LINEAGE_COLUMNS, part.lineage)
-        # The arithmetic of services._reserve_seqs and message_delete, in the same transaction
-        # as the rows it counts.
-        ids = list(part.counters)
-        cursor.execute(
-            f"UPDATE {Conversation._meta.db_table} AS c "
-            "SET last_seq = c.last_seq + d.added, "
-            "live_message_count = c.live_message_count + d.live "
-            "FROM unnest(%s::uuid[], %s::bigint[], %s::bigint[]) AS d(id, added, live) "
-            "WHERE c.id = d.id",
-            [ids, [part.counters[i][0] for i in ids], [part.counters[i][1] for i in ids]],
-        )
+
+
+def _reserve(part: _Part) -> None:
+    """The part's seqs, reserved as every write reserves them: they must be the ones its rows
+    carry (each room's next ones, in order), or the load stops before copying a row."""
+    counts = {uuid.UUID(room): (added, live) for room, (added, live, _) in part.counters.items()}
+    expected = {uuid.UUID(room): first for room, (_, _, first) in part.counters.items()}
+    if seqs_reserve(counts) != expected:
+        raise CorpusError("The generated seqs are out of step with the conversations' counters.")
 
 
 class _Loaders:

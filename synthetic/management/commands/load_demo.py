@@ -5,7 +5,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from messages_app.demo import demo_tokens_issue, demo_workspace_load
+from synthetic.demo import demo_tokens_issue, demo_workspace_load
 
 SAFE_BASE_URL = re.compile(r"https?://[\w.\-:\[\]]+(?:/[\w.\-/]*)?")
 

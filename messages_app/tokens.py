@@ -1,0 +1,45 @@
+"""The token table's side of authentication: a digest to the ``Caller`` it authenticates.
+
+``formation.auth`` parses the header and hashes the token; this look-up is what the
+``TOKEN_LOOKUP`` setting names, so the primitives need no import of this app.
+"""
+
+from __future__ import annotations
+
+from django.db import connection
+
+from formation.auth import Caller
+from formation.db_timeouts import claim_statement_timeout
+from messages_app.models import ApiToken
+
+# One statement per request: the token, and the request's statement timeout if one is pending
+# (formation/db_timeouts.py), so bounding the request costs no round trip of its own. The LEFT
+# JOIN answers one row even for an unknown token, so set_config runs either way.
+_TOKEN = f"""
+    SELECT set_config('statement_timeout', %(timeout)s, false), t.id, t.workspace_id, t.kind,
+           t.agent_id, t.run_id
+    FROM (SELECT 1) AS one
+    LEFT JOIN {ApiToken._meta.db_table} AS t ON t.digest = %(digest)s AND t.revoked_at IS NULL
+"""
+_TOKEN_ALONE = f"""
+    SELECT t.id, t.workspace_id, t.kind, t.agent_id, t.run_id
+    FROM {ApiToken._meta.db_table} AS t WHERE t.digest = %(digest)s AND t.revoked_at IS NULL
+"""
+
+
+def caller_for_digest(digest: str) -> Caller | None:
+    """The live token with this digest as a ``Caller``, or None."""
+    timeout = claim_statement_timeout()
+    with connection.cursor() as cursor:
+        if timeout is None:
+            cursor.execute(_TOKEN_ALONE, {"digest": digest})
+            row = cursor.fetchone()
+        else:
+            cursor.execute(_TOKEN, {"digest": digest, "timeout": timeout})
+            row = cursor.fetchone()[1:]
+    if row is None or row[0] is None:
+        return None
+    token_id, workspace_id, kind, agent_id, run_id = row
+    return Caller(
+        token_id=token_id, workspace_id=workspace_id, kind=kind, agent_id=agent_id, run_id=run_id
+    )

@@ -1,0 +1,277 @@
+"""A run's life, in one module: create, lock, evidence, reply, finish, and its trace.
+
+A run is one turn of an agent in a destination conversation for a requester (SPEC §4). Its rows
+(``Run``, ``RunEvidence``) and its token are ``messages_app`` models; everything that changes a
+run's state is written here, and the ``runs…`` routes are this app's (``search_app/urls.py``).
+
+Concurrency. Every call that acts for a run takes the run's row lock first, through
+``run_lock``: the agent tools other than search_history share-lock it (``tool_call``), while
+searches, memories and the reply lock it exclusively, so they take turns. A tool call's evidence
+is recorded in the transaction that holds the lock, so it is either seen by the reply's delivery
+check or the call finds the run finished and returns nothing (``forbidden``). Calls on different
+runs never wait for each other.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+from django.db import connection, transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from audit_app import selectors as audit_selectors
+from audit_app.models import ConversationSearchEvent
+from formation.auth import Caller
+from formation.errors import DeliveryBlocked, Forbidden, InvalidArguments
+from formation.fields import camel_case
+from formation.tools import ToolCall
+from messages_app.models import (
+    Account,
+    Agent,
+    Conversation,
+    ConversationKind,
+    Message,
+    MessageLineageRoom,
+    Run,
+    RunEvidence,
+    TokenKind,
+)
+from messages_app.selectors import get_or_not_found
+from messages_app.services import MAX_RECENT_MESSAGES, MessageDraft, message_create, token_create
+from search_app.models import MemoryLineage, MemoryRoom, RunMemory
+from search_app.perspective import Perspective, RunState, run_scope
+from search_app.queries import delivery_blockers
+from search_app.serializers import DeliveryBlockedDetails
+
+RUN_FINISHED = "This run has finished; its tools are closed."
+
+
+def _is_current_member(conversation: Conversation, **member: uuid.UUID) -> bool:
+    return conversation.memberships.filter(left_at__isnull=True, **member).exists()
+
+
+def run_create(
+    *,
+    workspace_id: uuid.UUID,
+    agent_id: uuid.UUID,
+    conversation_id: uuid.UUID,
+    requester_id: uuid.UUID,
+    current_message_id: uuid.UUID | None = None,
+    recent_message_ids: Iterable[uuid.UUID] = (),
+) -> tuple[Run, str]:
+    """Open a turn: the agent must be in the destination, the requester able to read it."""
+    agent = Agent.objects.filter(workspace_id=workspace_id, pk=agent_id).first()
+    if agent is None:
+        raise InvalidArguments.for_field("agentId", "Unknown agentId.")
+    conversation = Conversation.objects.filter(
+        workspace_id=workspace_id, pk=conversation_id
+    ).first()
+    if conversation is None:
+        raise InvalidArguments.for_field("conversationId", "Unknown conversationId.")
+    if not Account.objects.filter(workspace_id=workspace_id, pk=requester_id).exists():
+        raise InvalidArguments.for_field("requesterId", "Unknown requesterId.")
+    if not _is_current_member(conversation, agent_id=agent_id):
+        raise InvalidArguments.for_field(
+            "agentId", "The agent is not a current member of the conversation."
+        )
+    if conversation.kind in (
+        ConversationKind.DIRECT,
+        ConversationKind.PRIVATE,
+    ) and not _is_current_member(conversation, account_id=requester_id):
+        raise InvalidArguments.for_field(
+            "requesterId", "The requester is not a current member of the conversation."
+        )
+    recent = list(dict.fromkeys(recent_message_ids))
+    if len(recent) > MAX_RECENT_MESSAGES:
+        raise InvalidArguments.for_field(
+            "recentMessageIds", f"recentMessageIds holds at most {MAX_RECENT_MESSAGES} ids."
+        )
+    named = set(recent) | ({current_message_id} if current_message_id else set())
+    found = Message.objects.filter(conversation=conversation, pk__in=named).count()
+    if found != len(named):
+        raise InvalidArguments.for_field(
+            "recentMessageIds" if recent else "currentMessageId",
+            "currentMessageId and recentMessageIds must be messages of the conversation.",
+        )
+    with transaction.atomic():
+        run = Run.objects.create(
+            workspace_id=workspace_id,
+            agent=agent,
+            conversation=conversation,
+            requester_id=requester_id,
+            current_message_id=current_message_id,
+            recent_message_ids=recent,
+        )
+        _, raw_token = token_create(
+            workspace_id=workspace_id, kind=TokenKind.RUN, agent=agent, run=run
+        )
+    return run, raw_token
+
+
+def run_lock(
+    *, workspace_id: uuid.UUID, run_id: uuid.UUID, exclusive: bool, open_only: bool = True
+) -> tuple[Perspective, RunState]:
+    """Lock the run's row until the caller's transaction ends; ``forbidden`` once finished
+    unless ``open_only`` is false, ``not_found`` for a run of another workspace.
+
+    ``exclusive`` (searches, memories, the reply) takes the row ``FOR UPDATE`` and reads the
+    perspective's scope in the same statement; otherwise the row alone is share-locked (the
+    other tools, which only need the run's destination and requester). A lock waits for
+    whoever holds the run, and under READ COMMITTED the row it then returns is the newest one,
+    so its budget counter is the one the previous search committed.
+    """
+    perspective, state = run_scope(
+        workspace_id=workspace_id,
+        run_id=run_id,
+        lock="UPDATE" if exclusive else "SHARE",
+        scope=exclusive,
+    )
+    if open_only and state.finished_at is not None:
+        raise Forbidden(RUN_FINISHED)
+    return perspective, state
+
+
+def run_evidence_record(
+    *, workspace_id: uuid.UUID, run_id: uuid.UUID, message_ids: Iterable[uuid.UUID], tool: str
+) -> None:
+    """Record messages a tool returned to the run's model, once per message (SPEC §4).
+
+    One statement whatever the page size; a message already in the evidence keeps the tool
+    that first returned it.
+    """
+    ids = list(dict.fromkeys(message_ids))
+    if not ids:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {RunEvidence._meta.db_table} "
+            "(workspace_id, run_id, message_id, tool, created_at) "
+            "SELECT %s, %s, message_id, %s, now() FROM unnest(%s::uuid[]) AS message_id "
+            "ON CONFLICT (run_id, message_id) DO NOTHING",
+            [workspace_id, run_id, tool, ids],
+        )
+
+
+@contextmanager
+def tool_call(call: ToolCall, tool: str) -> Iterator[None]:
+    """Hold a run token's run for one agent tool call (``formation.tools.hold_runs_with``).
+
+    The read and the record share one transaction under the run's share lock, so a failed
+    call records nothing and a finished run's tools answer ``forbidden``; what the body
+    reported with ``call.returned`` is recorded as the run's evidence, with the tool that
+    first returned it. With an agent token the registry holds nothing: no run, no lock, no
+    transaction, and the tool's one statement is its own.
+    """
+    workspace_id, run_id = call.caller.workspace_id, call.caller.run_id
+    with transaction.atomic():
+        perspective, _ = run_lock(workspace_id=workspace_id, run_id=run_id, exclusive=False)
+        call.destination_id = perspective.destination_id
+        call.requester_id = perspective.requester_id
+        yield
+        run_evidence_record(
+            workspace_id=workspace_id, run_id=run_id, message_ids=call.returned_ids, tool=tool
+        )
+
+
+def run_sources(perspective: Perspective) -> list:
+    """What the run's model has seen: its prompt, its evidence, then its memories' sources.
+
+    The prompt (current message and recent history) is in the destination itself, so it never
+    blocks delivery, but a message there may carry lineage of its own (an earlier reply), which
+    whatever the run writes must inherit. Evidence follows in the order it was returned; each
+    message's own sources are added when the lineage is stored (its closure), so chains
+    flatten to the originals.
+    """
+    run_id = perspective.run_id
+    evidence = RunEvidence.objects.filter(run_id=run_id).order_by("created_at", "id")
+    remembered = MemoryLineage.objects.filter(
+        memory__in=RunMemory.objects.filter(run_id=run_id).values("memory")
+    ).order_by("memory_id", "source_id")
+    return list(
+        dict.fromkeys(
+            [
+                *perspective.in_prompt,
+                *evidence.values_list("message_id", flat=True),
+                *remembered.values_list("source_id", flat=True),
+            ]
+        )
+    )
+
+
+def run_reply(*, workspace_id: uuid.UUID, run_id: uuid.UUID, content: str) -> Message:
+    """Deliver the agent's reply to the run's destination after the final delivery check.
+
+    The run row is locked first, so no tool call can add evidence between the check and the
+    store, and a second reply waits and then finds the run finished. Rules 1-4 are evaluated
+    for every evidence message as the workspace stands now: a link revoked, a reader added or
+    a source deleted since the search blocks the reply, and nothing is stored. The error says
+    how many messages block it and why, nothing about which.
+    """
+    with transaction.atomic():
+        perspective, state = run_lock(
+            workspace_id=workspace_id, run_id=run_id, exclusive=True, open_only=False
+        )
+        if state.finished_at is not None:
+            raise InvalidArguments("This run has already replied; a run replies once.")
+        blockers = delivery_blockers(perspective, run_id=run_id)
+        if blockers:
+            raise DeliveryBlocked(
+                details=DeliveryBlockedDetails.render(
+                    blocked=sum(blockers.values()),
+                    reasons={camel_case(reason): count for reason, count in blockers.items()},
+                )
+            )
+        reply = message_create(
+            conversation=Conversation(id=perspective.destination_id, workspace_id=workspace_id),
+            draft=MessageDraft(
+                content=content,
+                sender_agent_id=perspective.agent_id,
+                reply_to_id=perspective.current_message_id,
+                lineage=run_sources(perspective),
+            ),
+            # Everything the run read travels with the reply, however much that is.
+            lineage_cap=None,
+        )
+        _inherit_recalled_rooms(perspective, reply)
+        _run_finish(workspace_id=workspace_id, run_id=run_id)
+    return reply
+
+
+def _inherit_recalled_rooms(perspective: Perspective, reply: Message) -> None:
+    """The reply inherits the rooms of every memory the run recalled.
+
+    Its lineage rows already bring the rooms of its message sources (a trigger writes those),
+    but a memory also carries the room it was written in, which may hold no message the run
+    was shown: without this a reply drawn from a private room's memory would be as visible as
+    its own room.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""INSERT INTO {MessageLineageRoom._meta.db_table}
+                    (workspace_id, message_id, conversation_id)
+                SELECT DISTINCT %(workspace)s::uuid, %(reply)s::uuid, inherited.conversation_id
+                FROM {RunMemory._meta.db_table} AS used
+                JOIN {MemoryRoom._meta.db_table} AS inherited
+                  ON inherited.memory_id = used.memory_id
+                WHERE used.run_id = %(run)s
+                ON CONFLICT (message_id, conversation_id) DO NOTHING""",
+            {"workspace": perspective.workspace_id, "reply": reply.id, "run": perspective.run_id},
+        )
+
+
+def _run_finish(*, workspace_id: uuid.UUID, run_id: uuid.UUID) -> None:
+    """The run has replied: from now on its tools answer ``forbidden`` (``run_lock``)."""
+    Run.objects.filter(workspace_id=workspace_id, pk=run_id).update(finished_at=timezone.now())
+
+
+def run_trace(*, caller: Caller, run_id: uuid.UUID) -> QuerySet[ConversationSearchEvent]:
+    """The run's search events, oldest first; another workspace's run, or for a run token any
+    run but its own, is the same ``not_found`` as a run that does not exist."""
+    runs = Run.objects.filter(workspace_id=caller.workspace_id)
+    if caller.is_run:
+        runs = runs.filter(pk=caller.run_id)
+    run = get_or_not_found(runs.only("pk"), run_id)
+    return audit_selectors.run_search_events(workspace_id=caller.workspace_id, run_id=run.pk)
