@@ -7,7 +7,8 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 TEST_SETTINGS := DJANGO_SETTINGS_MODULE=formation.settings_test
 
-.PHONY: install run serve test test-steps lint format db-start db-stop db-status
+.PHONY: install run serve test test-steps lint format db-start db-stop db-status \
+	citus-up citus-down citus-status test-citus
 
 $(BIN)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed: run make with PYTHON=/path/to/python3.11")'
@@ -61,3 +62,26 @@ db-stop: install
 
 db-status: install
 	$(BIN)/python -m formation.embedded_postgres status
+
+# A local Citus cluster (a coordinator and two workers, docs/citus.md): built when missing,
+# started if stopped; the last line printed is the DATABASE_URL of its application database.
+citus-up: install
+	@.ci/build-citus >&2
+	@$(BIN)/python -m formation.citus_cluster up
+
+citus-down: install
+	$(BIN)/python -m formation.citus_cluster down
+
+citus-status: install
+	$(BIN)/python -m formation.citus_cluster status
+
+# The Citus suite: the API tests, the perspective oracle, the budget and fail-closed tests and
+# tests/citus (one shard per tool call), on a fresh test database of the cluster.
+CITUS_TESTS := tests/api tests/search_app/test_oracle.py tests/search_app/test_oracle_memories.py \
+	tests/search_app/test_budget.py tests/security/test_fail_closed.py tests/citus
+
+test-citus: citus-up
+	$(BIN)/python -m formation.citus_cluster reset-test-database
+	DATABASE_URL="$$($(BIN)/python -m formation.citus_cluster url formation_test)" \
+		FORMATION_TEST_DATABASE_PREPARED=1 CITUS_SHARD_COUNT=4 $(TEST_SETTINGS) \
+		$(BIN)/pytest $(CITUS_TESTS)

@@ -61,21 +61,30 @@ class ConversationSearchEvent(models.Model):
     )
     run = models.ForeignKey(
         "messages_app.Run",
+        db_constraint=False,
         on_delete=models.PROTECT,
         null=True,
         blank=True,
         related_name="search_events",
     )
-    agent = models.ForeignKey("messages_app.Agent", on_delete=models.PROTECT, related_name="+")
+    agent = models.ForeignKey(
+        "messages_app.Agent", db_constraint=False, on_delete=models.PROTECT, related_name="+"
+    )
     destination = models.ForeignKey(
         "messages_app.Conversation",
+        db_constraint=False,
         on_delete=models.PROTECT,
         null=True,
         blank=True,
         related_name="+",
     )
     requester = models.ForeignKey(
-        "messages_app.Account", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+        "messages_app.Account",
+        db_constraint=False,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
     )
     key_id = models.CharField(max_length=64, help_text="Which audit key made the digest.")
     query_digest = models.CharField(max_length=64, help_text="HMAC-SHA256, hex.")

@@ -6,11 +6,12 @@ of its own (``FORMATION_CITUS_PORT``, default 55440, is the coordinator; the wor
 Nodes reach each other through that socket folder, which Citus accepts as a node name. The
 service needs nothing Citus-specific: ``DATABASE_URL`` points at a database on the coordinator.
 
-Usage: ``python -m formation.citus_cluster up|down|status|url|add-worker|stop-worker N|
-start-worker N``. ``up`` is idempotent: it initialises and starts what is missing, creates the
-application database (``formation``) and the test database (``formation_test``) on every node
-with the extension, registers the workers, and prints the application database's URL as its
-last line. ``make citus-up`` builds Citus first when it is missing (``.ci/build-citus``).
+Usage: ``python -m formation.citus_cluster up|down|status|url [DATABASE]|reset-test-database|
+add-worker|stop-worker N|start-worker N``. ``up`` is idempotent: it initialises and starts what
+is missing, creates the application database (``formation``) and the test database
+(``formation_test``) on every node with the extension, registers the workers, and prints the
+application database's URL as its last line. ``make citus-up`` builds Citus first when it is
+missing (``.ci/build-citus``).
 """
 
 from __future__ import annotations
@@ -182,6 +183,15 @@ def _prepare_database(nodes: list[Node], database: str) -> None:
                 connection.execute("SELECT citus_add_node(%s, %s)", [str(SOCKET_DIR), node.port])
 
 
+def reset_test_database() -> None:
+    """A fresh ``formation_test`` on every node (the Citus suite migrates it)."""
+    nodes = [coordinator(), *registered_workers()]
+    for node in nodes:
+        with _connect(node) as connection:
+            connection.execute(f'DROP DATABASE IF EXISTS "{DATABASES[1]}" WITH (FORCE)')
+    _prepare_database(nodes, DATABASES[1])
+
+
 def registered_workers() -> list[Node]:
     """The workers the application database knows, beyond the default two included."""
     with _connect(coordinator(), DATABASES[0]) as connection:
@@ -256,7 +266,7 @@ def status() -> list[str]:
 
 USAGE = (
     "usage: python -m formation.citus_cluster "
-    "up|down|status|url|add-worker|stop-worker N|start-worker N"
+    "up|down|status|url [DATABASE]|reset-test-database|add-worker|stop-worker N|start-worker N"
 )
 
 
@@ -272,6 +282,9 @@ def main(argv: list[str]) -> int:
             print("\n".join(status()) or "no cluster")
         elif command == "url":
             print(url(argv[2] if len(argv) > 2 else DATABASES[0]))
+        elif command == "reset-test-database":
+            reset_test_database()
+            print(url(DATABASES[1]))
         elif command == "add-worker":
             node = add_worker()
             print(f"{node.name} on port {node.port} registered")

@@ -90,7 +90,7 @@ class Cluster:
     def connection_settings(self) -> dict[str, object]:
         """The Django DATABASES entry for this cluster."""
         return {
-            "ENGINE": "django.db.backends.postgresql",
+            "ENGINE": "formation.postgresql",
             "NAME": DATABASE_NAME,
             "USER": SUPERUSER,
             "PASSWORD": "",

@@ -140,6 +140,8 @@ if os.environ.get("DATABASE_URL"):
     DATABASES = {
         "default": dj_database_url.parse(
             os.environ["DATABASE_URL"],
+            # Django's PostgreSQL backend, aware of the (workspace_id, id) primary keys.
+            engine="formation.postgresql",
             conn_max_age=CONN_MAX_AGE,
             conn_health_checks=CONN_HEALTH_CHECKS,
         )

@@ -43,11 +43,6 @@ class Workspace(models.Model):
         return self.slug
 
 
-def _workspace_key(model: str) -> models.UniqueConstraint:
-    """The (workspace, id) key that same-workspace composite foreign keys point at."""
-    return models.UniqueConstraint(fields=["workspace", "id"], name=f"{model}_workspace_id_key")
-
-
 class Account(models.Model):
     """A human's account in one workspace."""
 
@@ -61,7 +56,6 @@ class Account(models.Model):
     class Meta:
         ordering = ["workspace_id", "created_at", "id"]
         constraints = [
-            _workspace_key("account"),
             models.UniqueConstraint(
                 fields=["workspace", "external_id"],
                 condition=Q(external_id__isnull=False),
@@ -86,7 +80,6 @@ class Agent(models.Model):
 
     class Meta:
         ordering = ["workspace_id", "created_at", "id"]
-        constraints = [_workspace_key("agent")]
         indexes = [models.Index(fields=["workspace", "created_at", "id"], name="agent_ws_created")]
 
     def __str__(self) -> str:
@@ -117,7 +110,6 @@ class Conversation(models.Model):
     class Meta:
         ordering = ["workspace_id", "created_at", "id"]
         constraints = [
-            _workspace_key("conversation"),
             models.UniqueConstraint(
                 fields=["workspace", "external_id"],
                 condition=Q(external_id__isnull=False),
@@ -148,13 +140,23 @@ class Membership(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="memberships"
+        Conversation, db_constraint=False, on_delete=models.CASCADE, related_name="memberships"
     )
     account = models.ForeignKey(
-        Account, on_delete=models.PROTECT, null=True, blank=True, related_name="memberships"
+        Account,
+        db_constraint=False,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="memberships",
     )
     agent = models.ForeignKey(
-        Agent, on_delete=models.PROTECT, null=True, blank=True, related_name="memberships"
+        Agent,
+        db_constraint=False,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="memberships",
     )
     joined_at = models.DateTimeField(default=timezone.now)
     left_at = models.DateTimeField(null=True, blank=True)
@@ -174,6 +176,7 @@ class Membership(models.Model):
             ExclusionConstraint(
                 name="membership_account_no_overlap",
                 expressions=[
+                    ("workspace", RangeOperators.EQUAL),
                     ("conversation", RangeOperators.EQUAL),
                     ("account", RangeOperators.EQUAL),
                     (
@@ -186,6 +189,7 @@ class Membership(models.Model):
             ExclusionConstraint(
                 name="membership_agent_no_overlap",
                 expressions=[
+                    ("workspace", RangeOperators.EQUAL),
                     ("conversation", RangeOperators.EQUAL),
                     ("agent", RangeOperators.EQUAL),
                     (
@@ -246,16 +250,32 @@ class Message(models.Model):
         Workspace, on_delete=models.PROTECT, related_name="+", db_index=False
     )
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.PROTECT, related_name="messages", db_index=False
+        Conversation,
+        db_constraint=False,
+        on_delete=models.PROTECT,
+        related_name="messages",
+        db_index=False,
     )
     seq = models.BigIntegerField(editable=False)
     role = models.CharField(max_length=16, choices=MessageRole.choices)
     status = models.CharField(max_length=16, choices=MessageStatus.choices, default="sent")
     sender_account = models.ForeignKey(
-        Account, on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False
+        Account,
+        db_constraint=False,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,
     )
     sender_agent = models.ForeignKey(
-        Agent, on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False
+        Agent,
+        db_constraint=False,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,
     )
     content = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
@@ -263,6 +283,7 @@ class Message(models.Model):
     deleted_at = models.DateTimeField(null=True, blank=True)
     reply_to = models.ForeignKey(
         "self",
+        db_constraint=False,
         on_delete=models.PROTECT,
         null=True,
         blank=True,
@@ -271,6 +292,7 @@ class Message(models.Model):
     )
     thread = models.ForeignKey(
         "self",
+        db_constraint=False,
         on_delete=models.PROTECT,
         null=True,
         blank=True,
@@ -289,11 +311,12 @@ class Message(models.Model):
     class Meta:
         ordering = ["conversation_id", "seq"]
         constraints = [
-            _workspace_key("message"),
             models.UniqueConstraint(
-                fields=["conversation", "id"], name="message_conversation_id_key"
+                fields=["workspace", "conversation", "id"], name="message_conversation_id_key"
             ),
-            models.UniqueConstraint(fields=["conversation", "seq"], name="message_seq_unique"),
+            models.UniqueConstraint(
+                fields=["workspace", "conversation", "seq"], name="message_seq_unique"
+            ),
             models.CheckConstraint(condition=Q(seq__gt=0), name="message_seq_positive"),
             models.CheckConstraint(
                 condition=(Q(sender_account__isnull=False) & Q(sender_agent__isnull=True))
@@ -364,15 +387,21 @@ class MessageLineage(models.Model):
     """
 
     workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
-    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="lineage_links")
-    source = models.ForeignKey(Message, on_delete=models.PROTECT, related_name="derived_links")
+    message = models.ForeignKey(
+        Message, db_constraint=False, on_delete=models.CASCADE, related_name="lineage_links"
+    )
+    source = models.ForeignKey(
+        Message, db_constraint=False, on_delete=models.PROTECT, related_name="derived_links"
+    )
     direct = models.BooleanField(
         default=True, help_text="Named by the message itself, not inherited from a source."
     )
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["message", "source"], name="lineage_unique"),
+            models.UniqueConstraint(
+                fields=["workspace", "message", "source"], name="lineage_unique"
+            ),
             models.CheckConstraint(condition=~Q(message=F("source")), name="lineage_not_self"),
         ]
         indexes = [models.Index(fields=["workspace", "source"], name="lineage_source")]
@@ -397,15 +426,25 @@ class MessageLineageRoom(models.Model):
         Workspace, on_delete=models.PROTECT, related_name="+", db_index=False
     )
     message = models.ForeignKey(
-        Message, on_delete=models.CASCADE, related_name="lineage_rooms", db_index=False
+        Message,
+        db_constraint=False,
+        on_delete=models.CASCADE,
+        related_name="lineage_rooms",
+        db_index=False,
     )
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.PROTECT, related_name="+", db_index=False
+        Conversation,
+        db_constraint=False,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,
     )
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["message", "conversation"], name="lineage_room_unique")
+            models.UniqueConstraint(
+                fields=["workspace", "message", "conversation"], name="lineage_room_unique"
+            )
         ]
 
     def __str__(self) -> str:
@@ -423,8 +462,12 @@ class IdentityLink(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
-    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="+")
-    linked_account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="+")
+    account = models.ForeignKey(
+        Account, db_constraint=False, on_delete=models.PROTECT, related_name="+"
+    )
+    linked_account = models.ForeignKey(
+        Account, db_constraint=False, on_delete=models.PROTECT, related_name="+"
+    )
     status = models.CharField(
         max_length=16, choices=IdentityLinkStatus.choices, default=IdentityLinkStatus.PENDING
     )
@@ -451,6 +494,7 @@ class IdentityLink(models.Model):
             ),
             # One unrevoked link per unordered pair of accounts.
             models.UniqueConstraint(
+                "workspace",
                 Least("account", "linked_account"),
                 Greatest("account", "linked_account"),
                 condition=~Q(status="revoked"),
@@ -479,13 +523,26 @@ class Run(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
-    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="runs")
-    conversation = models.ForeignKey(
-        Conversation, on_delete=models.PROTECT, related_name="runs", help_text="Destination."
+    agent = models.ForeignKey(
+        Agent, db_constraint=False, on_delete=models.PROTECT, related_name="runs"
     )
-    requester = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="+")
+    conversation = models.ForeignKey(
+        Conversation,
+        db_constraint=False,
+        on_delete=models.PROTECT,
+        related_name="runs",
+        help_text="Destination.",
+    )
+    requester = models.ForeignKey(
+        Account, db_constraint=False, on_delete=models.PROTECT, related_name="+"
+    )
     current_message = models.ForeignKey(
-        Message, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+        Message,
+        db_constraint=False,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
     )
     recent_message_ids = ArrayField(models.UUIDField(), default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
@@ -498,7 +555,6 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["workspace_id", "-created_at", "id"]
-        constraints = [_workspace_key("run")]
         indexes = [models.Index(fields=["workspace", "agent", "created_at"], name="run_ws_agent")]
 
     def __str__(self) -> str:
@@ -513,8 +569,12 @@ class RunEvidence(models.Model):
     """
 
     workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="evidence")
-    message = models.ForeignKey(Message, on_delete=models.PROTECT, related_name="+")
+    run = models.ForeignKey(
+        Run, db_constraint=False, on_delete=models.CASCADE, related_name="evidence"
+    )
+    message = models.ForeignKey(
+        Message, db_constraint=False, on_delete=models.PROTECT, related_name="+"
+    )
     tool = models.CharField(max_length=32, help_text="The tool that first returned the message.")
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -522,7 +582,9 @@ class RunEvidence(models.Model):
         ordering = ["run_id", "created_at", "id"]
         verbose_name_plural = "run evidence"
         constraints = [
-            models.UniqueConstraint(fields=["run", "message"], name="run_evidence_once"),
+            models.UniqueConstraint(
+                fields=["workspace", "run", "message"], name="run_evidence_once"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -536,12 +598,22 @@ class ApiToken(models.Model):
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="tokens")
     kind = models.CharField(max_length=16, choices=TokenKind.choices)
     agent = models.ForeignKey(
-        Agent, on_delete=models.CASCADE, null=True, blank=True, related_name="tokens"
+        Agent,
+        db_constraint=False,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="tokens",
     )
     run = models.ForeignKey(
-        Run, on_delete=models.CASCADE, null=True, blank=True, related_name="tokens"
+        Run,
+        db_constraint=False,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="tokens",
     )
-    digest = models.CharField(max_length=64, unique=True, editable=False)
+    digest = models.CharField(max_length=64, editable=False)
     prefix = models.CharField(max_length=32, editable=False, help_text="For recognising a token.")
     created_at = models.DateTimeField(default=timezone.now)
     revoked_at = models.DateTimeField(null=True, blank=True)
@@ -555,7 +627,14 @@ class ApiToken(models.Model):
                 | (Q(kind="run") & Q(agent__isnull=False) & Q(run__isnull=False)),
                 name="token_kind_matches_subject",
             ),
+            # A token names its workspace (see ``formation/auth.py``), so it is found on one
+            # shard; digests of 256 random bits do not collide across workspaces.
+            models.UniqueConstraint(
+                fields=["workspace", "digest"], name="messages_app_apitoken_digest_key"
+            ),
         ]
+        # Tokens issued before they named their workspace are found by digest alone.
+        indexes = [models.Index(fields=["digest"], name="token_digest")]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.prefix}…"

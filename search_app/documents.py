@@ -74,7 +74,7 @@ _REPAIR = (
         SELECT id, workspace_id, conversation_id, created_at, sender_account_id,
                sender_agent_id, document, lineage_rooms
         FROM expected
-        ON CONFLICT (message_id) DO UPDATE
+        ON CONFLICT (workspace_id, message_id) DO UPDATE
             SET workspace_id = EXCLUDED.workspace_id,
                 conversation_id = EXCLUDED.conversation_id,
                 created_at = EXCLUDED.created_at,

@@ -33,13 +33,17 @@ class MessageSearchDocument(models.Model):
 
     The copies (workspace, conversation, time, sender, inherited rooms) come from the triggers
     that keep the row in step, so a search can rank and apply every rule from this table alone;
-    the few rows it returns are then rechecked against the canonical messages. They carry no
-    foreign keys of their own (the message's are enough): every import pays for each
-    constraint checked.
+    the few rows it returns are then rechecked against the canonical messages. One foreign key,
+    to the message's ``(workspace_id, id)`` (search_app 0006), and none for the copies: every
+    import pays for each constraint checked.
     """
 
     message = models.OneToOneField(
-        Message, on_delete=models.DO_NOTHING, primary_key=True, related_name="search_document"
+        Message,
+        db_constraint=False,
+        on_delete=models.DO_NOTHING,
+        primary_key=True,
+        related_name="search_document",
     )
     workspace_id = models.UUIDField()
     conversation_id = models.UUIDField()
@@ -76,9 +80,15 @@ class AgentMemory(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
-    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="memories")
+    agent = models.ForeignKey(
+        Agent, db_constraint=False, on_delete=models.PROTECT, related_name="memories"
+    )
     run = models.ForeignKey(
-        Run, on_delete=models.PROTECT, related_name="memories", help_text="The run that wrote it."
+        Run,
+        db_constraint=False,
+        on_delete=models.PROTECT,
+        related_name="memories",
+        help_text="The run that wrote it.",
     )
     content = models.TextField()
     document = models.GeneratedField(
@@ -101,13 +111,22 @@ class AgentMemory(models.Model):
 class MemoryLineage(models.Model):
     """One source message of a memory: the closure, like ``MessageLineage``."""
 
-    memory = models.ForeignKey(AgentMemory, on_delete=models.CASCADE, related_name="lineage")
-    source = models.ForeignKey(Message, on_delete=models.PROTECT, related_name="+")
+    workspace = models.ForeignKey(
+        Workspace, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    memory = models.ForeignKey(
+        AgentMemory, db_constraint=False, on_delete=models.CASCADE, related_name="lineage"
+    )
+    source = models.ForeignKey(
+        Message, db_constraint=False, on_delete=models.PROTECT, related_name="+"
+    )
 
     class Meta:
         db_table = "agent_memory_lineage"
         constraints = [
-            models.UniqueConstraint(fields=["memory", "source"], name="memory_lineage_unique")
+            models.UniqueConstraint(
+                fields=["workspace", "memory", "source"], name="memory_lineage_unique"
+            )
         ]
 
     def __str__(self) -> str:
@@ -128,16 +147,26 @@ class MemoryRoom(models.Model):
         Workspace, on_delete=models.PROTECT, related_name="+", db_index=False
     )
     memory = models.ForeignKey(
-        AgentMemory, on_delete=models.CASCADE, related_name="rooms", db_index=False
+        AgentMemory,
+        db_constraint=False,
+        on_delete=models.CASCADE,
+        related_name="rooms",
+        db_index=False,
     )
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.PROTECT, related_name="+", db_index=False
+        Conversation,
+        db_constraint=False,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,
     )
 
     class Meta:
         db_table = "agent_memory_rooms"
         constraints = [
-            models.UniqueConstraint(fields=["memory", "conversation"], name="memory_room_unique")
+            models.UniqueConstraint(
+                fields=["workspace", "memory", "conversation"], name="memory_room_unique"
+            )
         ]
 
     def __str__(self) -> str:
@@ -147,13 +176,22 @@ class MemoryRoom(models.Model):
 class RunMemory(models.Model):
     """A memory returned to a run: its lineage travels with the run's reply and memories."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="memories_used")
-    memory = models.ForeignKey(AgentMemory, on_delete=models.PROTECT, related_name="+")
+    workspace = models.ForeignKey(
+        Workspace, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    run = models.ForeignKey(
+        Run, db_constraint=False, on_delete=models.CASCADE, related_name="memories_used"
+    )
+    memory = models.ForeignKey(
+        AgentMemory, db_constraint=False, on_delete=models.PROTECT, related_name="+"
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         db_table = "run_memories"
-        constraints = [models.UniqueConstraint(fields=["run", "memory"], name="run_memory_once")]
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "run", "memory"], name="run_memory_once")
+        ]
 
     def __str__(self) -> str:
         return f"{self.run_id} used {self.memory_id}"

@@ -150,7 +150,7 @@ def run_evidence_record(
             f"INSERT INTO {RunEvidence._meta.db_table} "
             "(workspace_id, run_id, message_id, tool, created_at) "
             "SELECT %s, %s, message_id, %s, now() FROM unnest(%s::uuid[]) AS message_id "
-            "ON CONFLICT (run_id, message_id) DO NOTHING",
+            "ON CONFLICT (workspace_id, run_id, message_id) DO NOTHING",
             [workspace_id, run_id, tool, ids],
         )
 
@@ -255,9 +255,10 @@ def _inherit_recalled_rooms(perspective: Perspective, reply: Message) -> None:
                 SELECT DISTINCT %(workspace)s::uuid, %(reply)s::uuid, inherited.conversation_id
                 FROM {RunMemory._meta.db_table} AS used
                 JOIN {MemoryRoom._meta.db_table} AS inherited
-                  ON inherited.memory_id = used.memory_id
-                WHERE used.run_id = %(run)s
-                ON CONFLICT (message_id, conversation_id) DO NOTHING""",
+                  ON inherited.workspace_id = used.workspace_id
+                 AND inherited.memory_id = used.memory_id
+                WHERE used.workspace_id = %(workspace)s AND used.run_id = %(run)s
+                ON CONFLICT (workspace_id, message_id, conversation_id) DO NOTHING""",
             {"workspace": perspective.workspace_id, "reply": reply.id, "run": perspective.run_id},
         )
 

@@ -250,7 +250,8 @@ def memory_create(*, workspace_id: uuid.UUID, run_id: uuid.UUID, content: str) -
             workspace_id=workspace_id, agent_id=perspective.agent_id, run_id=run_id, content=content
         )
         MemoryLineage.objects.bulk_create(
-            MemoryLineage(memory=memory, source_id=source) for source in sources
+            MemoryLineage(workspace_id=workspace_id, memory=memory, source_id=source)
+            for source in sources
         )
         _memory_rooms_record(perspective, memory, sources)
     memory.lineage_count = len(sources)
@@ -270,7 +271,10 @@ def memory_search(
         perspective, _ = run_lock(workspace_id=workspace_id, run_id=run_id, exclusive=True)
         memories = memory_hits(perspective, query, limit=limit)
         RunMemory.objects.bulk_create(
-            [RunMemory(run_id=run_id, memory=memory) for memory in memories],
+            [
+                RunMemory(workspace_id=workspace_id, run_id=run_id, memory=memory)
+                for memory in memories
+            ],
             ignore_conflicts=True,
         )
         audit.lookup_event_record(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from dataclasses import dataclass
 
@@ -11,6 +12,21 @@ from rest_framework.test import APIClient
 from messages_app.models import Account, Agent, Conversation, Message, Workspace
 from tests import factories
 from tests.factories import at
+
+# tests/citus needs a Citus cluster: only the Citus suite collects it.
+collect_ignore = [] if os.environ.get("FORMATION_TEST_DATABASE_PREPARED") else ["citus"]
+
+if os.environ.get("FORMATION_TEST_DATABASE_PREPARED"):
+    # The Citus suite (make test-citus): the test database was made on every node, with the
+    # extension and the workers, by formation/citus_cluster.py; it is migrated (which
+    # distributes its tables) and used as it is, never created or dropped by the test run.
+
+    @pytest.fixture(scope="session")
+    def django_db_setup(django_db_blocker):
+        from django.core.management import call_command
+
+        with django_db_blocker.unblock():
+            call_command("migrate", verbosity=0)
 
 
 @dataclass

@@ -220,7 +220,7 @@ def test_seq_is_contiguous_follows_time_and_matches_the_counters():
                       coalesce(max(m.seq), 0), count(m.id) FILTER (WHERE m.deleted_at IS NULL)
                FROM messages_app_conversation AS c
                LEFT JOIN messages_app_message AS m ON m.conversation_id = c.id
-               GROUP BY c.id"""
+               GROUP BY c.workspace_id, c.id"""
         )
         rooms = cursor.fetchall()
     assert len(rooms) == SIZES["conversations"]
