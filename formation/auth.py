@@ -1,8 +1,9 @@
 """Bearer-token authentication and the permissions built on the token's kind.
 
-Tokens are looked up by the SHA-256 digest of what the client sent: the database never holds a
-usable token. The authenticated "user" is a ``Caller``, which carries the workspace every
-queryset is scoped by; nothing downstream takes a workspace from the request itself.
+Tokens are looked up by the SHA-256 digest of what the client sent, in the workspace the token
+names (``token_text``): the database never holds a usable token. The authenticated "user" is a
+``Caller``, which carries the workspace every queryset is scoped by; nothing downstream takes a
+workspace from the request itself.
 
 This module holds the primitives only: the header's rules, the digest, the caller and the
 permissions. The token table belongs to ``messages_app``; the function that turns a digest into
@@ -64,9 +65,32 @@ def token_digest(raw_token: str) -> str:
     return hashlib.sha256(raw_token.encode("utf-8")).hexdigest()
 
 
+def token_text(kind: str, workspace_id: uuid.UUID, secret: str) -> str:
+    """A token as issued: ``fmn_<kind>_<workspace id, 32 hex digits>.<secret>``.
+
+    The workspace in the clear lets the look-up name it, so on Citus it reads one shard (a
+    workspace id is no secret: it grants nothing without the secret, whose digest is what is
+    stored). Tokens issued before this carry no workspace and are found by digest alone.
+    """
+    return f"fmn_{kind}_{workspace_id.hex}.{secret}"
+
+
+def token_workspace(raw_token: str) -> uuid.UUID | None:
+    """The workspace a token names, or None for a token of the earlier form (or no token)."""
+    named, dot, _ = raw_token.partition(".")
+    head = named.rsplit("_", 1)[-1]
+    if not dot or len(head) != 32:
+        return None
+    try:
+        return uuid.UUID(hex=head)
+    except ValueError:
+        return None
+
+
 @cache
-def _caller_lookup() -> Callable[[str], Caller | None]:
-    """The ``TOKEN_LOOKUP`` function: the live token with a digest as a ``Caller``, or None."""
+def _caller_lookup() -> Callable[[str, uuid.UUID | None], Caller | None]:
+    """The ``TOKEN_LOOKUP`` function: the live token with a digest (in the workspace it names,
+    if it names one) as a ``Caller``, or None."""
     return import_string(settings.TOKEN_LOOKUP)
 
 
@@ -87,10 +111,10 @@ class BearerTokenAuthentication(BaseAuthentication):
             or not raw_token.isprintable()
         ):
             raise Unauthenticated()
-        digest = token_digest(raw_token)
+        digest, workspace_id = token_digest(raw_token), token_workspace(raw_token)
         # The request's first statement: the one that meets a connection the server closed
         # while it idled in the pool, and runs again on a fresh one.
-        caller = on_a_live_connection(lambda: _caller_lookup()(digest))
+        caller = on_a_live_connection(lambda: _caller_lookup()(digest, workspace_id))
         if caller is None:
             raise Unauthenticated()
         return caller, caller

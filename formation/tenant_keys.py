@@ -46,9 +46,7 @@ def composite_foreign_keys(
             f"REFERENCES {target} (workspace_id, {target_columns}) DEFERRABLE INITIALLY IMMEDIATE"
             for table, name, columns, target, target_columns in keys
         ],
-        reverse_sql=[
-            f"ALTER TABLE {table} DROP CONSTRAINT {name}" for table, name, *_ in keys
-        ],
+        reverse_sql=[f"ALTER TABLE {table} DROP CONSTRAINT {name}" for table, name, *_ in keys],
     )
 
 

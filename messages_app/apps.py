@@ -17,5 +17,6 @@ class MessagesAppConfig(AppConfig):
     def ready(self) -> None:
         # Registers this app's agent tools with formation.tools.
         from messages_app import tools  # noqa: F401
+
         # Sent once per app after every migration has run; this app's signal is enough.
         post_migrate.connect(_distribute_after_migrate, sender=self, dispatch_uid="distribute")

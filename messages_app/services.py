@@ -20,7 +20,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from formation.auth import token_digest
+from formation.auth import token_digest, token_text
 from formation.errors import InvalidArguments, NotFound
 from messages_app.models import (
     Account,
@@ -71,7 +71,8 @@ def token_create(
     run: Run | None = None,
 ) -> tuple[ApiToken, str]:
     """Make a token and return it with its only plain-text copy (never stored)."""
-    raw = f"fmn_{kind}_{secrets.token_urlsafe(32)}"
+    secret = secrets.token_urlsafe(32)
+    raw = token_text(kind, workspace_id, secret)
     with transaction.atomic():
         token = ApiToken.objects.create(
             workspace_id=workspace_id,
@@ -79,7 +80,7 @@ def token_create(
             agent=agent,
             run=run,
             digest=token_digest(raw),
-            prefix=raw[: len(f"fmn_{kind}_") + 6],
+            prefix=f"fmn_{kind}_{secret[:6]}",
         )
     return token, raw
 

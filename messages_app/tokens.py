@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.db import connection
 
 from formation.auth import Caller
@@ -14,32 +16,40 @@ from messages_app.models import ApiToken
 
 # One statement per request: the token, and the request's statement timeout if one is pending
 # (formation/db_timeouts.py), so bounding the request costs no round trip of its own. The LEFT
-# JOIN answers one row even for an unknown token, so set_config runs either way.
+# JOIN answers one row even for an unknown token, so set_config runs either way. A token that
+# names its workspace is looked up in it (one shard on Citus); one of the earlier form, by its
+# digest alone.
+_IN_WORKSPACE = "t.workspace_id = %(workspace)s AND "
 _TOKEN = f"""
     SELECT set_config('statement_timeout', %(timeout)s, false), t.id, t.workspace_id, t.kind,
            t.agent_id, t.run_id
     FROM (SELECT 1) AS one
-    LEFT JOIN {ApiToken._meta.db_table} AS t ON t.digest = %(digest)s AND t.revoked_at IS NULL
+    LEFT JOIN {ApiToken._meta.db_table} AS t
+      ON {{workspace}}t.digest = %(digest)s AND t.revoked_at IS NULL
 """
 _TOKEN_ALONE = f"""
     SELECT t.id, t.workspace_id, t.kind, t.agent_id, t.run_id
-    FROM {ApiToken._meta.db_table} AS t WHERE t.digest = %(digest)s AND t.revoked_at IS NULL
+    FROM {ApiToken._meta.db_table} AS t
+    WHERE {{workspace}}t.digest = %(digest)s AND t.revoked_at IS NULL
 """
 
 
-def caller_for_digest(digest: str) -> Caller | None:
-    """The live token with this digest as a ``Caller``, or None."""
+def caller_for_digest(digest: str, workspace_id: uuid.UUID | None) -> Caller | None:
+    """The live token with this digest (in ``workspace_id`` when the token names one) as a
+    ``Caller``, or None."""
     timeout = claim_statement_timeout()
+    scope = _IN_WORKSPACE if workspace_id is not None else ""
+    params = {"digest": digest, "workspace": workspace_id, "timeout": timeout}
     with connection.cursor() as cursor:
         if timeout is None:
-            cursor.execute(_TOKEN_ALONE, {"digest": digest})
+            cursor.execute(_TOKEN_ALONE.format(workspace=scope), params)
             row = cursor.fetchone()
         else:
-            cursor.execute(_TOKEN, {"digest": digest, "timeout": timeout})
+            cursor.execute(_TOKEN.format(workspace=scope), params)
             row = cursor.fetchone()[1:]
     if row is None or row[0] is None:
         return None
-    token_id, workspace_id, kind, agent_id, run_id = row
+    token_id, found_workspace, kind, agent_id, run_id = row
     return Caller(
-        token_id=token_id, workspace_id=workspace_id, kind=kind, agent_id=agent_id, run_id=run_id
+        token_id=token_id, workspace_id=found_workspace, kind=kind, agent_id=agent_id, run_id=run_id
     )

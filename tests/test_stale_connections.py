@@ -48,10 +48,10 @@ def test_a_database_that_stays_down_still_answers_503(monkeypatch):
     attempts = []
     original = auth._caller_lookup()
 
-    def always_dead(digest):
+    def always_dead(digest, workspace_id):
         attempts.append(digest)
         _terminate_current_backend()
-        return original(digest)
+        return original(digest, workspace_id)
 
     monkeypatch.setattr(auth, "_caller_lookup", lambda: always_dead)
 
