@@ -21,6 +21,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from formation.auth import token_digest, token_text
+from formation.bulk_insert import insert_rows
 from formation.errors import InvalidArguments, NotFound
 from messages_app.models import (
     Account,
@@ -87,10 +88,10 @@ def token_create(
 
 def token_revoke(*, token: ApiToken) -> ApiToken:
     with transaction.atomic():
-        ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
-            revoked_at=timezone.now()
-        )
-    token.refresh_from_db()
+        ApiToken.objects.filter(
+            workspace_id=token.workspace_id, pk=token.pk, revoked_at__isnull=True
+        ).update(revoked_at=timezone.now())
+    token.refresh_from_db(from_queryset=ApiToken.objects.filter(workspace_id=token.workspace_id))
     return token
 
 
@@ -159,7 +160,13 @@ def membership_join(
     member = _member_filter(account_id, agent_id)
     try:
         with transaction.atomic():
-            if conversation.memberships.filter(member, left_at__isnull=True).exists():
+            current = Membership.objects.filter(
+                member,
+                workspace_id=conversation.workspace_id,
+                conversation_id=conversation.pk,
+                left_at__isnull=True,
+            )
+            if current.exists():
                 raise InvalidArguments("Already a current member of this conversation.")
             return Membership.objects.create(
                 workspace_id=conversation.workspace_id,
@@ -188,18 +195,20 @@ def membership_leave(
     left_at = left_at or timezone.now()
     if left_at > timezone.now() + MAX_CLOCK_SKEW:
         raise InvalidArguments.for_field("leftAt", "leftAt is in the future.")
+    current = Membership.objects.filter(
+        _member_filter(account_id, agent_id),
+        workspace_id=conversation.workspace_id,
+        conversation_id=conversation.pk,
+        left_at__isnull=True,
+    )
     with transaction.atomic():
-        membership = (
-            conversation.memberships.select_for_update()
-            .filter(_member_filter(account_id, agent_id), left_at__isnull=True)
-            .first()
-        )
+        membership = current.select_for_update().first()
         if membership is None:
             raise InvalidArguments("Not a current member of this conversation.")
         if left_at <= membership.joined_at:
             raise InvalidArguments.for_field("leftAt", "leftAt must be after joinedAt.")
+        current.filter(pk=membership.pk).update(left_at=left_at)
         membership.left_at = left_at
-        membership.save(update_fields=["left_at"])
         return membership
 
 
@@ -242,9 +251,9 @@ def _check_references(conversation: Conversation, drafts: Sequence[MessageDraft]
     )
     # reply_to and thread must be in this conversation; a thread root is not itself in a thread.
     local_messages = dict(
-        Message.objects.filter(conversation=conversation, pk__in=local_ids).values_list(
-            "pk", "thread_id"
-        )
+        Message.objects.filter(
+            workspace_id=workspace_id, conversation_id=conversation.pk, pk__in=local_ids
+        ).values_list("pk", "thread_id")
     )
     known_sources = set(
         Message.objects.filter(workspace_id=workspace_id, pk__in=lineage_ids).values_list(
@@ -288,9 +297,14 @@ def check_bulk_size(contents: Iterable[str]) -> None:
         )
 
 
-def seqs_reserve(counts: Mapping[uuid.UUID, tuple[int, int]]) -> dict[uuid.UUID, int]:
+def seqs_reserve(
+    counts: Mapping[uuid.UUID, tuple[int, int]], *, workspace_id: uuid.UUID | None = None
+) -> dict[uuid.UUID, int]:
     """Take ``added`` consecutive seqs in each conversation and count ``live`` of them as live
     messages (``counts``: conversation id -> ``(added, live)``); return each one's first seq.
+
+    A write names its conversations' ``workspace_id``, so the statement reads one workspace
+    (one shard on Citus); the corpus loader, which reserves for several at once, names none.
 
     The UPDATE holds the conversations' row locks until commit, so concurrent writers to one
     conversation queue here and a rolled-back transaction gives its numbers back: committed seqs
@@ -298,14 +312,20 @@ def seqs_reserve(counts: Mapping[uuid.UUID, tuple[int, int]]) -> dict[uuid.UUID,
     (``synthetic/corpus.py``) reserves its seqs here too.
     """
     ids = list(counts)
+    in_workspace = "c.workspace_id = %s AND " if workspace_id else ""
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {Conversation._meta.db_table} AS c "
             "SET last_seq = c.last_seq + d.added, "
             "live_message_count = c.live_message_count + d.live "
             "FROM unnest(%s::uuid[], %s::bigint[], %s::bigint[]) AS d(id, added, live) "
-            "WHERE c.id = d.id RETURNING c.id, c.last_seq",
-            [ids, [counts[i][0] for i in ids], [counts[i][1] for i in ids]],
+            f"WHERE {in_workspace}c.id = d.id RETURNING c.id, c.last_seq",
+            [
+                ids,
+                [counts[i][0] for i in ids],
+                [counts[i][1] for i in ids],
+                *([workspace_id] if workspace_id else []),
+            ],
         )
         return {room: last - counts[room][0] + 1 for room, last in cursor.fetchall()}
 
@@ -337,7 +357,9 @@ def messages_create(
     _check_references(conversation, drafts)
     now = timezone.now()
     with transaction.atomic():
-        first_seq = seqs_reserve({conversation.pk: (len(drafts), len(drafts))})[conversation.pk]
+        first_seq = seqs_reserve(
+            {conversation.pk: (len(drafts), len(drafts))}, workspace_id=conversation.workspace_id
+        )[conversation.pk]
         messages = [
             Message(
                 workspace_id=conversation.workspace_id,
@@ -379,21 +401,18 @@ _INSERTED = (
 
 
 def _insert_messages(messages: Sequence[Message]) -> None:
-    """One ``INSERT ... SELECT FROM unnest(...)`` for the whole batch.
+    """One ``INSERT`` for the whole batch (``formation.bulk_insert``).
 
     Twelve array parameters instead of ``bulk_create``'s twelve per row: for 1,000 messages
     the SQL text and the parameter adaptation stop growing with the batch, and PostgreSQL parses
     one small statement. Constraints, foreign keys and the search-document triggers apply as to
     any INSERT.
     """
-    columns = ", ".join(column for column, _ in _INSERTED)
-    arrays = ", ".join(f"%s::{kind}[]" for _, kind in _INSERTED)
-    values = [[getattr(message, column) for message in messages] for column, _ in _INSERTED]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {Message._meta.db_table} ({columns}) SELECT * FROM unnest({arrays})",
-            values,
-        )
+    insert_rows(
+        Message._meta.db_table,
+        _INSERTED,
+        [[getattr(message, column) for column, _ in _INSERTED] for message in messages],
+    )
 
 
 def _lineage_closure(
@@ -408,9 +427,9 @@ def _lineage_closure(
     if not named:
         return []
     inherited: dict[uuid.UUID, set[uuid.UUID]] = {}
-    for message_id, source_id in MessageLineage.objects.filter(message_id__in=named).values_list(
-        "message_id", "source_id"
-    ):
+    for message_id, source_id in MessageLineage.objects.filter(
+        workspace_id=workspace_id, message_id__in=named
+    ).values_list("message_id", "source_id"):
         inherited.setdefault(message_id, set()).add(source_id)
     rows = []
     for message, draft in zip(messages, drafts, strict=True):
@@ -456,26 +475,26 @@ def message_create(
 
 def message_edit(*, message: Message, content: str) -> Message:
     with transaction.atomic():
-        updated = Message.objects.filter(pk=message.pk, deleted_at__isnull=True).update(
-            content=content, edited_at=timezone.now()
-        )
+        updated = Message.objects.filter(
+            workspace_id=message.workspace_id, pk=message.pk, deleted_at__isnull=True
+        ).update(content=content, edited_at=timezone.now())
         if not updated:
             raise NotFound()
-    message.refresh_from_db()
+    message.refresh_from_db(from_queryset=Message.objects.filter(workspace_id=message.workspace_id))
     return message
 
 
 def message_delete(*, message: Message) -> None:
     """Erase the body for good. The row stays so seq is never reused and replies keep a target."""
     with transaction.atomic():
-        erased = Message.objects.filter(pk=message.pk, deleted_at__isnull=True).update(
-            content="", deleted_at=timezone.now(), edited_at=None
-        )
+        erased = Message.objects.filter(
+            workspace_id=message.workspace_id, pk=message.pk, deleted_at__isnull=True
+        ).update(content="", deleted_at=timezone.now(), edited_at=None)
         if not erased:
             raise NotFound()
-        Conversation.objects.filter(pk=message.conversation_id).update(
-            live_message_count=F("live_message_count") - 1
-        )
+        Conversation.objects.filter(
+            workspace_id=message.workspace_id, pk=message.conversation_id
+        ).update(live_message_count=F("live_message_count") - 1)
 
 
 def identity_link_create(
@@ -501,22 +520,23 @@ def identity_link_create(
 
 def identity_link_verify(*, link: IdentityLink) -> IdentityLink:
     with transaction.atomic():
-        updated = IdentityLink.objects.filter(pk=link.pk, status=IdentityLinkStatus.PENDING).update(
-            status=IdentityLinkStatus.VERIFIED, verified_at=timezone.now()
-        )
+        updated = IdentityLink.objects.filter(
+            workspace_id=link.workspace_id, pk=link.pk, status=IdentityLinkStatus.PENDING
+        ).update(status=IdentityLinkStatus.VERIFIED, verified_at=timezone.now())
         if not updated:
             raise InvalidArguments("Only a pending link can be verified.")
-    link.refresh_from_db()
+    link.refresh_from_db(from_queryset=IdentityLink.objects.filter(workspace_id=link.workspace_id))
     return link
 
 
 def identity_link_revoke(*, link: IdentityLink) -> IdentityLink:
     with transaction.atomic():
         updated = IdentityLink.objects.filter(
+            workspace_id=link.workspace_id,
             pk=link.pk,
             status__in=[IdentityLinkStatus.PENDING, IdentityLinkStatus.VERIFIED],
         ).update(status=IdentityLinkStatus.REVOKED, revoked_at=timezone.now())
         if not updated:
             raise InvalidArguments("This link is already revoked.")
-    link.refresh_from_db()
+    link.refresh_from_db(from_queryset=IdentityLink.objects.filter(workspace_id=link.workspace_id))
     return link

@@ -18,7 +18,9 @@ from messages_app.models import ApiToken
 # (formation/db_timeouts.py), so bounding the request costs no round trip of its own. The LEFT
 # JOIN answers one row even for an unknown token, so set_config runs either way. A token that
 # names its workspace is looked up in it (one shard on Citus); one of the earlier form, by its
-# digest alone.
+# digest alone. On Citus the look-up runs on a worker, and so would a set_config inside it:
+# there the timeout is left pending, for formation/db_timeouts.py to set on the coordinator's
+# own session just before the look-up.
 _IN_WORKSPACE = "t.workspace_id = %(workspace)s AND "
 _TOKEN = f"""
     SELECT set_config('statement_timeout', %(timeout)s, false), t.id, t.workspace_id, t.kind,
@@ -37,7 +39,7 @@ _TOKEN_ALONE = f"""
 def caller_for_digest(digest: str, workspace_id: uuid.UUID | None) -> Caller | None:
     """The live token with this digest (in ``workspace_id`` when the token names one) as a
     ``Caller``, or None."""
-    timeout = claim_statement_timeout()
+    timeout = None if connection.is_citus else claim_statement_timeout()
     scope = _IN_WORKSPACE if workspace_id is not None else ""
     params = {"digest": digest, "workspace": workspace_id, "timeout": timeout}
     with connection.cursor() as cursor:

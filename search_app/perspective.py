@@ -143,9 +143,11 @@ def _same_person(account: str) -> str:
     return f"""
         SELECT {account} AS account_id
         UNION SELECT l.linked_account_id FROM {LINKS} AS l
-              WHERE l.account_id = ({account}) AND l.status = '{LIVE}'
+              WHERE l.workspace_id = %(p_workspace)s AND l.account_id = ({account})
+                AND l.status = '{LIVE}'
         UNION SELECT l.account_id FROM {LINKS} AS l
-              WHERE l.linked_account_id = ({account}) AND l.status = '{LIVE}'
+              WHERE l.workspace_id = %(p_workspace)s AND l.linked_account_id = ({account})
+                AND l.status = '{LIVE}'
     """
 
 
@@ -175,7 +177,8 @@ def _permitted_rooms() -> str:
           AND NOT EXISTS (SELECT 1 FROM destination_readers)
         UNION ALL
         SELECT s.conversation_id FROM {MEMBERSHIPS} AS s
-        JOIN {CONVERSATIONS} AS c ON c.id = s.conversation_id AND c.kind = '{PRIVATE}'
+        JOIN {CONVERSATIONS} AS c ON c.workspace_id = %(p_workspace)s
+             AND c.id = s.conversation_id AND c.kind = '{PRIVATE}'
         WHERE s.workspace_id = %(p_workspace)s AND s.left_at IS NULL
           AND s.account_id IN (SELECT account_id FROM destination_readers)
           AND (SELECT destination_kind FROM run) <> '{UNKNOWN}'
@@ -188,7 +191,8 @@ def _permitted_rooms() -> str:
                        WHERE s.workspace_id = %(p_workspace)s AND s.left_at IS NULL
                          AND s.account_id IN (SELECT account_id FROM direct_continuity))
           AND (SELECT count(DISTINCT s.account_id) FROM {MEMBERSHIPS} AS s
-               WHERE s.conversation_id = c.id AND s.account_id IS NOT NULL
+               WHERE s.workspace_id = %(p_workspace)s AND s.conversation_id = c.id
+                 AND s.account_id IS NOT NULL
                  AND s.left_at IS NULL) = 1"""
 
 
@@ -201,7 +205,7 @@ def _run_row(lock: str | None) -> str:
                r.current_message_id, r.recent_message_ids, r.finished_at,
                r.history_evidence_count, d.kind AS destination_kind
         FROM {RUNS} AS r
-        JOIN {CONVERSATIONS} AS d ON d.id = r.conversation_id
+        JOIN {CONVERSATIONS} AS d ON d.workspace_id = %(p_workspace)s AND d.id = r.conversation_id
         WHERE r.workspace_id = %(p_workspace)s AND r.id = %(p_run)s
         {locking}
     )"""
@@ -263,7 +267,7 @@ def scope_statement(lock: str | None, *, scope: bool = True) -> str:
            ARRAY(SELECT account_id FROM requester_accounts WHERE account_id IS NOT NULL)::text,
            ARRAY(SELECT DISTINCT conversation_id FROM agent_memberships)::text,
            ARRAY(SELECT c.id FROM {CONVERSATIONS} AS c
-                 WHERE c.kind = '{UNKNOWN}'
+                 WHERE c.workspace_id = %(p_workspace)s AND c.kind = '{UNKNOWN}'
                    AND c.id IN (SELECT conversation_id FROM agent_memberships))::text
     FROM run, (
         SELECT coalesce(array_agg(conversation_id), '{{}}') AS conversations,
@@ -371,7 +375,7 @@ def _inherits_permitted_rooms(rooms: str, owner: str, *, per_row: bool = True) -
     column and value ``owner`` names, e.g. ``"message_id = m.id"``) withholds it from D."""
     return f"""NOT EXISTS (
                     SELECT 1 FROM {rooms} AS inherited
-                    WHERE inherited.{owner}
+                    WHERE inherited.workspace_id = %(p_workspace)s AND inherited.{owner}
                       AND inherited.conversation_id NOT IN (SELECT id FROM permitted)
                     {PER_ROW if per_row else ""})"""
 
@@ -464,7 +468,9 @@ def _rules(
         if lineage == "document":
             inherited = f"""COALESCE((
                     SELECT {_rooms_copy_permitted("own_document")}
-                    FROM {DOCUMENTS} AS own_document WHERE own_document.message_id = {m}.id
+                    FROM {DOCUMENTS} AS own_document
+                    WHERE own_document.workspace_id = %(p_workspace)s
+                      AND own_document.message_id = {m}.id
                 ), false)"""
         else:
             inherited = _inherits_permitted_rooms(LINEAGE_ROOMS, f"message_id = {m}.id")
@@ -509,7 +515,7 @@ def receivable_reference(column: str) -> str:
     """
     return f"""CASE WHEN {column} = ANY(%(p_in_prompt)s::uuid[]) OR EXISTS (
             SELECT 1 FROM {MESSAGES} AS referenced
-            WHERE referenced.id = {column}
+            WHERE referenced.workspace_id = %(p_workspace)s AND referenced.id = {column}
               AND {eligible_condition("referenced", prompt_rule=False, lineage="document")})
         THEN {column} END"""
 
@@ -519,8 +525,10 @@ def _memory_rules(alias: str) -> list[tuple[str, str]]:
     lineage deleted since, and every room it inherits permits D."""
     no_deleted_source = f"""NOT EXISTS (
         SELECT 1 FROM {MEMORY_LINEAGE} AS lineage
-        JOIN {MESSAGES} AS source ON source.id = lineage.source_id
-        WHERE lineage.memory_id = {alias}.id AND source.deleted_at IS NOT NULL)"""
+        JOIN {MESSAGES} AS source
+          ON source.workspace_id = %(p_workspace)s AND source.id = lineage.source_id
+        WHERE lineage.workspace_id = %(p_workspace)s AND lineage.memory_id = {alias}.id
+          AND source.deleted_at IS NOT NULL)"""
     return [
         (no_deleted_source, "'deleted'"),
         (

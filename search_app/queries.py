@@ -186,7 +186,8 @@ def _gap_sql(row: str) -> str:
                     ) AS x
                     WHERE x.previous_lexeme <> x.lexeme)
             END
-            FROM {DOCUMENTS} AS d WHERE d.message_id = {row}.id) END"""
+            FROM {DOCUMENTS} AS d
+            WHERE d.workspace_id = %(p_workspace)s AND d.message_id = {row}.id) END"""
 
 
 def _closeness_sql(gap: str) -> str:
@@ -208,7 +209,8 @@ def _neighbour_side(side: str) -> str:
     before = side == "before"
     return f"""(SELECT m.*, '{side}' AS side FROM (
                  SELECT * FROM {MESSAGES} AS nearest
-                 WHERE nearest.conversation_id = hit.conversation_id
+                 WHERE nearest.workspace_id = %(p_workspace)s
+                   AND nearest.conversation_id = hit.conversation_id
                    AND nearest.seq {"<" if before else ">"} hit.seq
                  ORDER BY nearest.seq {"DESC" if before else ""} LIMIT {NEIGHBOUR_SCAN}
              ) AS m
@@ -285,7 +287,8 @@ def hits_statement(
     ), excluded AS (
         SELECT CASE WHEN x.reason IN {CONVERSATION_REASONS} THEN x.reason
                     WHEN NOT EXISTS (SELECT 1 FROM {MESSAGES} AS live
-                                     WHERE live.id = x.id AND live.deleted_at IS NULL)
+                                     WHERE live.workspace_id = %(p_workspace)s
+                                       AND live.id = x.id AND live.deleted_at IS NULL)
                         THEN 'deleted'
                     ELSE x.reason END AS reason
         FROM (SELECT * FROM matches LIMIT %(x_scan)s) AS x
@@ -341,10 +344,14 @@ def hits_statement(
                conversation.title AS conversation_title, conversation.kind AS conversation_kind,
                {speaker} AS speaker_name
         FROM ranked AS s
-        JOIN {MESSAGES} AS m ON m.id = s.id
-        JOIN {CONVERSATIONS} AS conversation ON conversation.id = m.conversation_id
-        LEFT JOIN {Account._meta.db_table} AS account ON account.id = m.sender_account_id
-        LEFT JOIN {Agent._meta.db_table} AS agent ON agent.id = m.sender_agent_id
+        JOIN {MESSAGES} AS m ON m.workspace_id = %(p_workspace)s AND m.id = s.id
+        JOIN {CONVERSATIONS} AS conversation
+          ON conversation.workspace_id = %(p_workspace)s
+         AND conversation.id = m.conversation_id
+        LEFT JOIN {Account._meta.db_table} AS account
+          ON account.workspace_id = %(p_workspace)s AND account.id = m.sender_account_id
+        LEFT JOIN {Agent._meta.db_table} AS agent
+          ON agent.workspace_id = %(p_workspace)s AND agent.id = m.sender_agent_id
         WHERE {eligible_condition("m", lineage="document")}
         ORDER BY s.rank_score DESC, m.created_at DESC, m.id DESC
         LIMIT %(r_limit)s
@@ -364,7 +371,8 @@ def hits_statement(
            ts_headline(%(config)s::regconfig, p.content, %(q_any)s::tsquery, %(h_options)s)
                AS marked,
            EXISTS (SELECT 1 FROM {EVIDENCE} AS e
-                   WHERE e.run_id = %(p_run)s AND e.message_id = p.id) AS seen,
+                   WHERE e.workspace_id = %(p_workspace)s AND e.run_id = %(p_run)s
+                     AND e.message_id = p.id) AS seen,
            NULL AS reason, NULL::bigint AS matches
     FROM page AS p
     UNION ALL
@@ -372,7 +380,8 @@ def hits_statement(
            {", ".join(f"n.{column}" for column in SUMMARY_COLUMNS)},
            NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
            EXISTS (SELECT 1 FROM {EVIDENCE} AS e
-                   WHERE e.run_id = %(p_run)s AND e.message_id = n.id),
+                   WHERE e.workspace_id = %(p_workspace)s AND e.run_id = %(p_run)s
+                     AND e.message_id = n.id),
            NULL, NULL
     FROM nearby AS n
     UNION ALL
@@ -500,13 +509,15 @@ def delivery_blockers(p: Perspective, *, run_id) -> dict[str, int]:
         SELECT reason, count(*) FROM (
             SELECT {exclusion_reason("m", prompt_rule=False)} AS reason
             FROM {EVIDENCE} AS evidence
-            JOIN {MESSAGES} AS m ON m.id = evidence.message_id
-            WHERE evidence.run_id = %(d_run)s
+            JOIN {MESSAGES} AS m
+              ON m.workspace_id = %(p_workspace)s AND m.id = evidence.message_id
+            WHERE evidence.workspace_id = %(p_workspace)s AND evidence.run_id = %(d_run)s
             UNION ALL
             SELECT {memory_exclusion_reason("memory")}
             FROM {RunMemory._meta.db_table} AS used
-            JOIN {AgentMemory._meta.db_table} AS memory ON memory.id = used.memory_id
-            WHERE used.run_id = %(d_run)s
+            JOIN {AgentMemory._meta.db_table} AS memory
+              ON memory.workspace_id = %(p_workspace)s AND memory.id = used.memory_id
+            WHERE used.workspace_id = %(p_workspace)s AND used.run_id = %(d_run)s
         ) AS checked
         WHERE reason IS NOT NULL
         GROUP BY reason

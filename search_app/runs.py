@@ -25,6 +25,7 @@ from django.utils import timezone
 from audit_app import selectors as audit_selectors
 from audit_app.models import ConversationSearchEvent
 from formation.auth import Caller
+from formation.bulk_insert import insert_rows
 from formation.errors import DeliveryBlocked, Forbidden, InvalidArguments
 from formation.fields import camel_case
 from formation.tools import ToolCall
@@ -145,14 +146,13 @@ def run_evidence_record(
     ids = list(dict.fromkeys(message_ids))
     if not ids:
         return
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {RunEvidence._meta.db_table} "
-            "(workspace_id, run_id, message_id, tool, created_at) "
-            "SELECT %s, %s, message_id, %s, now() FROM unnest(%s::uuid[]) AS message_id "
-            "ON CONFLICT (workspace_id, run_id, message_id) DO NOTHING",
-            [workspace_id, run_id, tool, ids],
-        )
+    insert_rows(
+        RunEvidence._meta.db_table,
+        (("workspace_id", "uuid"), ("run_id", "uuid"), ("message_id", "uuid"), ("tool", "text")),
+        [(workspace_id, run_id, message_id, tool) for message_id in ids],
+        fixed={"created_at": "now()"},
+        suffix="ON CONFLICT (workspace_id, run_id, message_id) DO NOTHING",
+    )
 
 
 @contextmanager
@@ -185,10 +185,13 @@ def run_sources(perspective: Perspective) -> list:
     message's own sources are added when the lineage is stored (its closure), so chains
     flatten to the originals.
     """
-    run_id = perspective.run_id
-    evidence = RunEvidence.objects.filter(run_id=run_id).order_by("created_at", "id")
+    run_id, workspace_id = perspective.run_id, perspective.workspace_id
+    evidence = RunEvidence.objects.filter(workspace_id=workspace_id, run_id=run_id).order_by(
+        "created_at", "id"
+    )
+    recalled = RunMemory.objects.filter(workspace_id=workspace_id, run_id=run_id)
     remembered = MemoryLineage.objects.filter(
-        memory__in=RunMemory.objects.filter(run_id=run_id).values("memory")
+        workspace_id=workspace_id, memory__in=recalled.values("memory")
     ).order_by("memory_id", "source_id")
     return list(
         dict.fromkeys(
@@ -252,7 +255,7 @@ def _inherit_recalled_rooms(perspective: Perspective, reply: Message) -> None:
         cursor.execute(
             f"""INSERT INTO {MessageLineageRoom._meta.db_table}
                     (workspace_id, message_id, conversation_id)
-                SELECT DISTINCT %(workspace)s::uuid, %(reply)s::uuid, inherited.conversation_id
+                SELECT DISTINCT used.workspace_id, %(reply)s::uuid, inherited.conversation_id
                 FROM {RunMemory._meta.db_table} AS used
                 JOIN {MemoryRoom._meta.db_table} AS inherited
                   ON inherited.workspace_id = used.workspace_id

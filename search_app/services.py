@@ -24,7 +24,7 @@ from audit_app import services as audit
 from audit_app.models import SearchOutcome, SearchTool
 from formation.errors import SearchBudgetExhausted
 from formation.fields import format_timestamp
-from messages_app.models import Message, MessageLineage, MessageLineageRoom
+from messages_app.models import Conversation, Message, MessageLineage, MessageLineageRoom
 from search_app.limits import EVIDENCE_BUDGET
 from search_app.models import AgentMemory, MemoryLineage, MemoryRoom, RunMemory
 from search_app.perspective import Perspective
@@ -207,18 +207,25 @@ def _memory_rooms_record(perspective: Perspective, memory: AgentMemory, sources:
     with connection.cursor() as cursor:
         cursor.execute(
             f"""INSERT INTO {MemoryRoom._meta.db_table} (workspace_id, memory_id, conversation_id)
-                SELECT %(workspace)s, %(memory)s, room FROM (
-                    SELECT %(destination)s::uuid AS room
-                    UNION SELECT source.conversation_id FROM {Message._meta.db_table} AS source
-                          WHERE source.id = ANY(%(sources)s::uuid[])
-                    UNION SELECT inherited.conversation_id
+                SELECT DISTINCT workspace_id, %(memory)s::uuid, room FROM (
+                    SELECT destination.workspace_id, destination.id AS room
+                          FROM {Conversation._meta.db_table} AS destination
+                          WHERE destination.workspace_id = %(workspace)s
+                            AND destination.id = %(destination)s
+                    UNION ALL SELECT source.workspace_id, source.conversation_id
+                          FROM {Message._meta.db_table} AS source
+                          WHERE source.workspace_id = %(workspace)s
+                            AND source.id = ANY(%(sources)s::uuid[])
+                    UNION ALL SELECT inherited.workspace_id, inherited.conversation_id
                           FROM {MessageLineageRoom._meta.db_table} AS inherited
-                          WHERE inherited.message_id = ANY(%(sources)s::uuid[])
-                    UNION SELECT recalled.conversation_id
+                          WHERE inherited.workspace_id = %(workspace)s
+                            AND inherited.message_id = ANY(%(sources)s::uuid[])
+                    UNION ALL SELECT used.workspace_id, recalled.conversation_id
                           FROM {RunMemory._meta.db_table} AS used
                           JOIN {MemoryRoom._meta.db_table} AS recalled
-                            ON recalled.memory_id = used.memory_id
-                          WHERE used.run_id = %(run)s
+                            ON recalled.workspace_id = used.workspace_id
+                           AND recalled.memory_id = used.memory_id
+                          WHERE used.workspace_id = %(workspace)s AND used.run_id = %(run)s
                 ) AS rooms""",
             {
                 "workspace": perspective.workspace_id,
@@ -242,9 +249,9 @@ def memory_create(*, workspace_id: uuid.UUID, run_id: uuid.UUID, content: str) -
             workspace_id=workspace_id, run_id=run_id, exclusive=True, open_only=False
         )
         direct = run_sources(perspective)
-        inherited = MessageLineage.objects.filter(message_id__in=direct).values_list(
-            "source_id", flat=True
-        )
+        inherited = MessageLineage.objects.filter(
+            workspace_id=workspace_id, message_id__in=direct
+        ).values_list("source_id", flat=True)
         sources = list(dict.fromkeys([*direct, *inherited]))
         memory = AgentMemory.objects.create(
             workspace_id=workspace_id, agent_id=perspective.agent_id, run_id=run_id, content=content

@@ -716,8 +716,10 @@ def test_lineage_on_agent_message_is_stored(world, room):
         format="json",
     )
     assert response.status_code == 201, response.content
-    stored = Message.objects.get(pk=response.json()["id"])
-    assert set(stored.lineage.values_list("id", flat=True)) == {first.id, second.id}
+    named = MessageLineage.objects.filter(
+        workspace_id=world.workspace.id, message_id=response.json()["id"], direct=True
+    )
+    assert set(named.values_list("source_id", flat=True)) == {first.id, second.id}
 
 
 def test_lineage_on_account_message_is_invalid_arguments(world, room):

@@ -379,12 +379,15 @@ WAIT = 30
 
 
 def wait_for_lock_waiter() -> None:
-    """Until some backend of this test database waits for a lock (the second caller)."""
+    """Until some backend of this test database waits for a lock (the second caller): on Citus
+    the run's row lives on a worker, so the wait is there (``citus_stat_activity`` shows every
+    node's backends)."""
     deadline = time.monotonic() + WAIT
+    activity = "citus_stat_activity" if connection.is_citus else "pg_stat_activity"
     with connection.cursor() as cursor:
         while time.monotonic() < deadline:
             cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity "
+                f"SELECT count(*) FROM {activity} "
                 "WHERE datname = current_database() AND wait_event_type = 'Lock'"
             )
             if cursor.fetchone()[0]:
