@@ -96,6 +96,14 @@ def _current_member(conversation: str) -> str:
     )
 
 
+def conversation_memberships(conversation: Conversation) -> QuerySet[Membership]:
+    """Every membership interval of ``conversation``, oldest first (in its workspace, so one
+    shard on Citus)."""
+    return Membership.objects.filter(
+        workspace_id=conversation.workspace_id, conversation_id=conversation.pk
+    ).order_by("joined_at", "id")
+
+
 def get_or_not_found(queryset: QuerySet, pk: object):
     """One row of an already-scoped queryset, or the same ``NotFound`` as a missing one."""
     obj = queryset.filter(pk=pk).first()

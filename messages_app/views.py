@@ -308,7 +308,7 @@ class ConversationViewSet(ServiceViewSet):
     def members(self, request: Request, pk: str) -> Response:
         conversation = get_or_not_found(self.get_queryset(), pk)
         if request.method in SAFE_METHODS:
-            memberships = conversation.memberships.order_by("joined_at", "id")
+            memberships = selectors.conversation_memberships(conversation)
             return paged(request, memberships, MembershipFilter, MembershipPage)
         data = validated(MemberJoinSerializer, request)
         membership = services.membership_join(

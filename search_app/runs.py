@@ -34,6 +34,7 @@ from messages_app.models import (
     Agent,
     Conversation,
     ConversationKind,
+    Membership,
     Message,
     MessageLineageRoom,
     Run,
@@ -51,7 +52,12 @@ RUN_FINISHED = "This run has finished; its tools are closed."
 
 
 def _is_current_member(conversation: Conversation, **member: uuid.UUID) -> bool:
-    return conversation.memberships.filter(left_at__isnull=True, **member).exists()
+    return Membership.objects.filter(
+        workspace_id=conversation.workspace_id,
+        conversation_id=conversation.pk,
+        left_at__isnull=True,
+        **member,
+    ).exists()
 
 
 def run_create(
@@ -91,7 +97,9 @@ def run_create(
             "recentMessageIds", f"recentMessageIds holds at most {MAX_RECENT_MESSAGES} ids."
         )
     named = set(recent) | ({current_message_id} if current_message_id else set())
-    found = Message.objects.filter(conversation=conversation, pk__in=named).count()
+    found = Message.objects.filter(
+        workspace_id=workspace_id, conversation_id=conversation.pk, pk__in=named
+    ).count()
     if found != len(named):
         raise InvalidArguments.for_field(
             "recentMessageIds" if recent else "currentMessageId",
