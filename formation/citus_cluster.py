@@ -41,6 +41,12 @@ SERVER_SETTINGS = {
     "shared_preload_libraries": "citus,pg_stat_statements",
     "max_prepared_transactions": "100",
     "citus.max_cached_conns_per_worker": "2",
+    # Shards move online (citus_rebalance_start) by logical replication, from background
+    # tasks that reach their own node by citus.local_hostname: the socket folder, not TCP.
+    "wal_level": "logical",
+    "citus.local_hostname": str(SOCKET_DIR),
+    # A worker that does not answer fails the request in seconds (503), not after 30.
+    "citus.node_connection_timeout": "5000",
     # The projection and lineage triggers run on the shard of the row that fired them and
     # write only rows of the same workspace, so the same shard group (docs/citus.md).
     "citus.enable_unsafe_triggers": "on",
