@@ -50,6 +50,7 @@ from formation.errors import (
     DeliveryBlocked,
     Forbidden,
     InvalidArguments,
+    LegalHoldActive,
     NotFound,
     RateLimited,
     SearchBudgetExhausted,
@@ -464,6 +465,18 @@ ERRORS: dict[int, OpenApiResponse] = {
     ),
     503: _error("UnavailableError", [Unavailable], "the database is unavailable; retry shortly."),
 }
+
+
+class LegalHoldDetails(serializers.Serializer):
+    holdId = serializers.UUIDField(help_text="The legal hold that refused it.")
+
+
+LEGAL_HOLD = _error(
+    "LegalHoldError",
+    [LegalHoldActive],
+    "a legal hold covers the messages this would erase; nothing was changed.",
+    LegalHoldDetails,
+)
 SEARCH_LIMITS = _error(
     "SearchLimitError",
     [SearchBudgetExhausted, RateLimited],
@@ -832,10 +845,14 @@ class MessageViewSchema(_Annotated):
         "delete": extend_schema(
             operation_id="message_delete",
             summary="Delete a message",
-            description=f"{SERVICE} Erases the body for good; deleting twice is not_found.",
+            description=f"{SERVICE} Erases the body for good; deleting twice is not_found; "
+            "a legal hold on the conversation refuses it (legal_hold_active).",
             tags=[RUNTIME_TAG],
             parameters=[id_in_path("message_id")],
-            responses=answers({204: OpenApiResponse(description="Deleted.")}, 400, 401, 403, 404),
+            responses={
+                **answers({204: OpenApiResponse(description="Deleted.")}, 400, 401, 403, 404),
+                409: LEGAL_HOLD,
+            },
         ),
     }
 

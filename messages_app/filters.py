@@ -11,6 +11,7 @@ from messages_app.models import (
     ConversationKind,
     IdentityLink,
     IdentityLinkStatus,
+    LegalHold,
     Membership,
 )
 
@@ -83,3 +84,21 @@ class IdentityLinkFilter(django_filters.FilterSet):
     def filter_account(self, queryset, name, value):
         """Either side of the link: links are symmetric."""
         return queryset.filter(account_id=value) | queryset.filter(linked_account_id=value)
+
+
+class LegalHoldFilter(django_filters.FilterSet):
+    active = django_filters.TypedChoiceFilter(
+        choices=[("true", "true"), ("false", "false")],
+        coerce=lambda value: value == "true",
+        method="filter_active",
+        error_messages={"invalid_choice": "Must be true or false."},
+    )
+    conversationId = django_filters.UUIDFilter(field_name="conversation_id")
+
+    class Meta:
+        model = LegalHold
+        fields = ["active", "conversationId"]
+
+    def filter_active(self, queryset, name, value):
+        """true: only holds in force; false: only released ones."""
+        return queryset.filter(released_at__isnull=value)

@@ -237,6 +237,11 @@ class MessageSummarySerializer(serializers.Serializer):
     threadId = serializers.UUIDField(source="thread_id", allow_null=True)
     content = serializers.CharField()
     createdAt = serializers.DateTimeField(source="created_at")
+    sourcesErased = serializers.BooleanField(
+        source="sources_erased",
+        help_text="A message this one was based on (its lineage, transitively) has been erased "
+        "or deleted since; every restriction it inherited still applies.",
+    )
 
     def to_representation(self, message: Message) -> dict[str, Any]:
         return message_summary(message)
@@ -260,6 +265,7 @@ def message_summary(message: Message) -> dict[str, Any]:
             "threadId": str(message.thread_id) if message.thread_id else None,
             "content": message.content,
             "createdAt": format_timestamp(message.created_at),
+            "sourcesErased": message.sources_erased,
         }
     )
     return summary

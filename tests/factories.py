@@ -40,6 +40,7 @@ SUMMARY_KEYS = frozenset(
         "threadId",
         "content",
         "createdAt",
+        "sourcesErased",
     }
 )
 
