@@ -624,8 +624,8 @@ class Export:
         outcome = LifecycleOutcome.INTERRUPTED
         try:
             for batch in self.batches:
-                yield render(batch)
                 self.exported += len(batch)
+                yield render(batch)
             outcome = LifecycleOutcome.COMPLETED
         finally:
             lifecycle_finish(
