@@ -964,7 +964,11 @@ class ToolListViewSchema(_Annotated):
 # What a client can do next with the resource a call created (OpenAPI 3.0 links): the id in the
 # answer fills the next call's path. Clients and the stateful fuzzer follow them.
 LINKS: dict[str, dict[str, tuple[str, str]]] = {
-    "accounts_create": {"GetAccount": ("accounts_retrieve", "id")},
+    "accounts_create": {
+        "GetAccount": ("accounts_retrieve", "id"),
+        "ExportAccount": ("account_export", "id"),
+        "EraseAccount": ("account_erase", "id"),
+    },
     "agents_create": {"GetAgent": ("agents_retrieve", "id")},
     "conversations_create": {
         "GetConversation": ("conversations_retrieve", "id"),
@@ -972,6 +976,8 @@ LINKS: dict[str, dict[str, tuple[str, str]]] = {
         "AddMember": ("conversations_members_create", "id"),
         "PostMessage": ("conversations_messages_create", "id"),
         "PostMessages": ("conversations_messages_bulk_create", "id"),
+        "SetRetention": ("conversation_retention_update", "id"),
+        "ExportConversation": ("conversation_export", "id"),
     },
     "conversations_messages_create": {
         "GetMessage": ("get_message", "message_id"),
@@ -982,6 +988,10 @@ LINKS: dict[str, dict[str, tuple[str, str]]] = {
         "GetIdentityLink": ("identity_links_retrieve", "id"),
         "VerifyIdentityLink": ("identity_links_verify_create", "id"),
         "RevokeIdentityLink": ("identity_links_revoke_create", "id"),
+    },
+    "legal_holds_create": {
+        "GetLegalHold": ("legal_holds_retrieve", "id"),
+        "ReleaseLegalHold": ("legal_holds_release", "id"),
     },
     "runs_create": {
         "GetRun": ("runs_retrieve", "id"),

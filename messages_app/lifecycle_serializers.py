@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
 from formation.fields import Id, JsonInteger, StrictSerializer, Text, format_timestamp
@@ -76,7 +77,10 @@ class LegalHoldSerializer(serializers.Serializer):
         }
 
 
+@extend_schema_serializer(many=False)
 class LegalHoldPage(serializers.Serializer):
+    """``{items, total, limit, offset}``: one object, not the array a viewset's list implies."""
+
     items = LegalHoldSerializer(many=True)
     total = serializers.IntegerField(help_text="Matching holds, regardless of paging.")
     limit = serializers.IntegerField()

@@ -15,7 +15,7 @@ from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from audit_app.lifecycle import Actor
-from audit_app.models import LifecycleEvent, LifecycleOutcome
+from audit_app.models import LifecycleEvent, LifecycleOutcome, LifecycleSubject
 from formation.errors import InvalidArguments, LegalHoldActive, NotFound
 from messages_app import lifecycle, services
 from messages_app.models import (
@@ -170,7 +170,7 @@ def test_a_workspace_hold_stops_retention_everywhere(world):
 
 
 def test_retention_never_crosses_workspaces(world):
-    _, _, elsewhere_room, elsewhere_message = factories.other_workspace()
+    *_, elsewhere_message = factories.other_workspace()
     Message.objects.filter(pk=elsewhere_message.pk).update(created_at=days_before_now(900))
     lifecycle.workspace_retention_set(workspace_id=world.workspace.id, days=1)
 
@@ -429,3 +429,32 @@ def test_exports_page_through_everything_in_order(world):
         workspace_id=factories.make_workspace().id, conversation_id=world.private.id
     )
     assert exported_ids(other) == []
+
+
+def test_an_export_is_recorded_before_its_first_line_and_finished_as_it_ends(world):
+    for i in range(3):
+        factories.post(world.private, world.alice, f"sample {i}")
+
+    def start() -> lifecycle.Export:
+        return lifecycle.export_start(
+            workspace_id=world.workspace.id,
+            subject_kind=LifecycleSubject.CONVERSATION,
+            subject_id=world.private.id,
+            actor=ACTOR,
+            batch_size=2,
+        )
+
+    whole, left = start(), start()
+    assert LifecycleEvent.objects.filter(outcome=LifecycleOutcome.STARTED).count() == 2
+    assert sum(1 for _ in whole.chunks(len)) == 2
+    chunks = left.chunks(len)
+    next(chunks)
+    chunks.close()  # the reader went away after the first page
+
+    recorded = dict(LifecycleEvent.objects.values_list("pk", "outcome"))
+    assert recorded == {
+        whole.event_id: LifecycleOutcome.COMPLETED,
+        left.event_id: LifecycleOutcome.INTERRUPTED,
+    }
+    assert LifecycleEvent.objects.get(pk=whole.event_id).counts == {"messages": 3}
+    assert LifecycleEvent.objects.get(pk=left.event_id).counts == {"messages": 2}

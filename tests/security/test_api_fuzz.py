@@ -27,8 +27,9 @@ from drf_spectacular.generators import SchemaGenerator
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
+from audit_app.lifecycle import Actor
 from formation.wsgi import application
-from messages_app import services
+from messages_app import lifecycle, services
 from messages_app.models import Run, TokenKind
 from tests import factories
 from tests.factories import at
@@ -70,6 +71,18 @@ TOKEN_FOR_OPERATION = {
     "message_edit": "service",
     "message_delete": "service",
     "run_trace": "service",
+    "retention_retrieve": "service",
+    "retention_update": "service",
+    "conversation_retention_retrieve": "service",
+    "conversation_retention_update": "service",
+    "conversation_retention_destroy": "service",
+    "conversation_export": "service",
+    "account_export": "service",
+    "account_erase": "service",
+    "legal_holds_list": "service",
+    "legal_holds_create": "service",
+    "legal_holds_retrieve": "service",
+    "legal_holds_release": "service",
     "list_messages": "agent",
     "get_message": "agent",
     "search_messages": "agent",
@@ -176,6 +189,15 @@ def fuzz_world(db, in_process_connection) -> Iterator[FuzzWorld]:
         account_id=alice.id,
         linked_account_id=factories.make_account(workspace, "Alice Elsewhere").id,
     )
+    # A hold on a second room: releases and retrievals reach a real hold, and deletes in the
+    # first room still succeed.
+    archive = factories.make_conversation(workspace, "private", "archive")
+    hold = lifecycle.hold_place(
+        workspace_id=workspace.id,
+        conversation_id=archive.id,
+        reference="matter-1",
+        actor=Actor(label="test"),
+    )
     _, service_token = services.token_create(workspace_id=workspace.id, kind=TokenKind.SERVICE)
     _, agent_token = services.token_create(
         workspace_id=workspace.id, kind=TokenKind.AGENT, agent=agent
@@ -191,6 +213,7 @@ def fuzz_world(db, in_process_connection) -> Iterator[FuzzWorld]:
             "/api/v1/agents/{id}": str(agent.id),
             "/api/v1/conversations/{id}": str(room.id),
             "/api/v1/identity-links/{id}": str(link.id),
+            "/api/v1/legal-holds/{id}": str(hold.id),
             "/api/v1/runs/{id}": str(run.id),
             "/api/v1/messages/{message_id}": str(message.id),
             "/api/v1/runs/{run_id}": str(run.id),
