@@ -62,9 +62,30 @@ FILTER_ORDER = ("speaker", "after", "before", "conversationId", "limit")
 NOT_COUNTED = "Not counted: only search_history classifies the matches it withholds."
 
 
-def _may_inspect(request: HttpRequest, permission: str = INSPECT_PERMISSION) -> bool:
-    user = request.user
-    return user.is_active and user.is_staff and user.has_perm(permission)
+class InspectOnlyAdmin(admin.ModelAdmin):
+    """Shown only to active staff holding ``inspect_permission`` (superusers hold every
+    permission), and read-only for everybody: the rows are written by the service alone."""
+
+    inspect_permission: str
+
+    def _may_inspect(self, request: HttpRequest) -> bool:
+        user = request.user
+        return user.is_active and user.is_staff and user.has_perm(self.inspect_permission)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self._may_inspect(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return self._may_inspect(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
 
 
 class AgentFilter(AutocompleteListFilter):
@@ -90,7 +111,8 @@ def _table(name: str, head: SafeString, rows: list[SafeString]) -> SafeString:
 
 
 @admin.register(ConversationSearchEvent)
-class ConversationSearchEventAdmin(FormationAdminMixin, admin.ModelAdmin):
+class ConversationSearchEventAdmin(FormationAdminMixin, InspectOnlyAdmin):
+    inspect_permission = INSPECT_PERMISSION
     # Short columns only, so the list fits a 1400 px window beside both sidebars; the
     # workspace, run and key are on each event's page and in the filters.
     list_display = (
@@ -137,21 +159,6 @@ class ConversationSearchEventAdmin(FormationAdminMixin, admin.ModelAdmin):
         "exclusion_counts",
     )
     readonly_fields = fields
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return _may_inspect(request)
-
-    def has_view_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return _may_inspect(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return False
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet, search_term: str
@@ -311,11 +318,12 @@ def _number(value: float | None) -> str:
 
 
 @admin.register(LifecycleEvent)
-class LifecycleEventAdmin(admin.ModelAdmin):
+class LifecycleEventAdmin(InspectOnlyAdmin):
     """The lifecycle record (docs/lifecycle.md): like the search audit, visible only with its
     own permission (``audit_app.inspect_lifecycle``) and read-only for everybody. Rows are
     written by retention, erasure, holds and exports, and name what they touched by id only."""
 
+    inspect_permission = INSPECT_LIFECYCLE_PERMISSION
     list_display = ("created_at", "action", "subject_kind", "outcome", "message_count", "actor")
     list_filter = ("action", "outcome", "subject_kind", "created_at")
     date_hierarchy = "created_at"
@@ -339,21 +347,6 @@ class LifecycleEventAdmin(admin.ModelAdmin):
         "counts",
     )
     readonly_fields = fields
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return _may_inspect(request, INSPECT_LIFECYCLE_PERMISSION)
-
-    def has_view_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return _may_inspect(request, INSPECT_LIFECYCLE_PERMISSION)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return False
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet, search_term: str

@@ -16,7 +16,7 @@ from audit_app.models import LifecycleEvent, LifecycleOutcome
 
 @dataclass(frozen=True)
 class Actor:
-    """Who acted: a token (its kind and public prefix) or a management command."""
+    """Who acted: a token (its kind and id, never the token) or a management command."""
 
     label: str
     token_id: uuid.UUID | None = None
@@ -31,8 +31,11 @@ def lifecycle_start(
     actor: Actor,
     hold_id: uuid.UUID | None = None,
     counts: dict[str, int] | None = None,
+    finished: bool = False,
 ) -> uuid.UUID:
-    """Write the row as the work starts, in the caller's transaction; return its id."""
+    """Write the row, in the caller's transaction, as the work starts (``started``) or, with
+    ``finished``, for work already done (``completed``); return its id."""
+    now = timezone.now()
     event = LifecycleEvent.objects.create(
         workspace_id=workspace_id,
         action=action,
@@ -42,6 +45,9 @@ def lifecycle_start(
         actor=actor.label[:100],
         actor_token_id=actor.token_id,
         counts=dict(counts or {}),
+        outcome=LifecycleOutcome.COMPLETED if finished else LifecycleOutcome.STARTED,
+        created_at=now,
+        finished_at=now if finished else None,
     )
     return event.id
 
@@ -66,32 +72,3 @@ def lifecycle_finish(
     if hold_id is not None:
         fields["hold_id"] = hold_id
     LifecycleEvent.objects.filter(pk=event_id).update(**fields)
-
-
-def lifecycle_record(
-    *,
-    workspace_id: uuid.UUID,
-    action: str,
-    subject_kind: str,
-    subject_id: uuid.UUID,
-    actor: Actor,
-    hold_id: uuid.UUID | None = None,
-    counts: dict[str, int] | None = None,
-) -> uuid.UUID:
-    """A finished action in one row (a hold's placement or release), in the caller's
-    transaction."""
-    now = timezone.now()
-    event = LifecycleEvent.objects.create(
-        workspace_id=workspace_id,
-        action=action,
-        subject_kind=subject_kind,
-        subject_id=subject_id,
-        hold_id=hold_id,
-        actor=actor.label[:100],
-        actor_token_id=actor.token_id,
-        outcome=LifecycleOutcome.COMPLETED,
-        counts=dict(counts or {}),
-        created_at=now,
-        finished_at=now,
-    )
-    return event.id

@@ -26,6 +26,16 @@ def choice_filter(field_name: str, choices) -> django_filters.ChoiceFilter:
     )
 
 
+def true_or_false(method: str) -> django_filters.TypedChoiceFilter:
+    """A strict true/false: django-filter's BooleanFilter would ignore any other value."""
+    return django_filters.TypedChoiceFilter(
+        choices=[("true", "true"), ("false", "false")],
+        coerce=lambda value: value == "true",
+        method=method,
+        error_messages={"invalid_choice": "Must be true or false."},
+    )
+
+
 class AccountFilter(django_filters.FilterSet):
     externalId = django_filters.CharFilter(field_name="external_id", max_length=200)
     displayName = django_filters.CharFilter(
@@ -55,13 +65,7 @@ class ConversationFilter(django_filters.FilterSet):
 
 
 class MembershipFilter(django_filters.FilterSet):
-    # A strict true/false: django-filter's BooleanFilter would ignore any other value.
-    current = django_filters.TypedChoiceFilter(
-        choices=[("true", "true"), ("false", "false")],
-        coerce=lambda value: value == "true",
-        method="filter_current",
-        error_messages={"invalid_choice": "Must be true or false."},
-    )
+    current = true_or_false("filter_current")
     accountId = django_filters.UUIDFilter(field_name="account_id")
     agentId = django_filters.UUIDFilter(field_name="agent_id")
 
@@ -87,12 +91,7 @@ class IdentityLinkFilter(django_filters.FilterSet):
 
 
 class LegalHoldFilter(django_filters.FilterSet):
-    active = django_filters.TypedChoiceFilter(
-        choices=[("true", "true"), ("false", "false")],
-        coerce=lambda value: value == "true",
-        method="filter_active",
-        error_messages={"invalid_choice": "Must be true or false."},
-    )
+    active = true_or_false("filter_active")
     conversationId = django_filters.UUIDFilter(field_name="conversation_id")
 
     class Meta:

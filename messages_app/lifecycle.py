@@ -36,7 +36,6 @@ from audit_app.lifecycle import (
     Actor,
     lifecycle_finish,
     lifecycle_progress,
-    lifecycle_record,
     lifecycle_start,
 )
 from audit_app.models import LifecycleAction, LifecycleOutcome, LifecycleSubject
@@ -161,13 +160,14 @@ def _record_hold(hold: LegalHold, action: str, actor: Actor) -> None:
         subject_kind, subject_id = LifecycleSubject.WORKSPACE, hold.workspace_id
     else:
         subject_kind, subject_id = LifecycleSubject.CONVERSATION, hold.conversation_id
-    lifecycle_record(
+    lifecycle_start(
         workspace_id=hold.workspace_id,
         action=action,
         subject_kind=subject_kind,
         subject_id=subject_id,
         actor=actor,
         hold_id=hold.id,
+        finished=True,
     )
 
 

@@ -197,38 +197,34 @@ class ExportView(LifecycleView):
         return HttpResponse(content_type=JSON_LINES)
 
 
-@extend_schema_view(
-    get=extend_schema(
-        operation_id="conversation_export",
-        summary="Export a conversation",
-        description=f"{SERVICE} Its live messages in conversation order (`seq`), streamed in "
-        "constant memory; each export is recorded in the lifecycle record.",
-        tags=[TAG],
-        parameters=[id_in_path()],
-        responses={
-            (200, JSON_LINES): EXPORT_ANSWER,
-            **answers({}, 400, 401, 403, 404),
-        },
+def export_schema(operation_id: str, summary: str, what: str) -> Any:
+    return extend_schema_view(
+        get=extend_schema(
+            operation_id=operation_id,
+            summary=summary,
+            description=f"{SERVICE} {what}, streamed in constant memory as JSON Lines; each "
+            "export is recorded in the lifecycle record. Takes no query parameters.",
+            tags=[TAG],
+            parameters=[id_in_path()],
+            responses={(200, JSON_LINES): EXPORT_ANSWER, **answers({}, 400, 401, 403, 404)},
+        )
     )
+
+
+@export_schema(
+    "conversation_export",
+    "Export a conversation",
+    "Its live messages in conversation order (`seq`)",
 )
 class ConversationExportView(ExportView):
     subject_kind = LifecycleSubject.CONVERSATION
     model = Conversation
 
 
-@extend_schema_view(
-    get=extend_schema(
-        operation_id="account_export",
-        summary="Export what an account wrote",
-        description=f"{SERVICE} Every live message it wrote, oldest first, across the "
-        "workspace, streamed in constant memory; recorded in the lifecycle record.",
-        tags=[TAG],
-        parameters=[id_in_path()],
-        responses={
-            (200, JSON_LINES): EXPORT_ANSWER,
-            **answers({}, 400, 401, 403, 404),
-        },
-    )
+@export_schema(
+    "account_export",
+    "Export what an account wrote",
+    "Every live message it wrote, oldest first, across the workspace",
 )
 class AccountExportView(ExportView):
     subject_kind = LifecycleSubject.ACCOUNT

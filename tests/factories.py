@@ -12,11 +12,13 @@ from django.apps import apps
 from django.db import connection
 from rest_framework.test import APIClient
 
-from messages_app import services
+from audit_app.lifecycle import Actor
+from messages_app import lifecycle, services
 from messages_app.models import (
     Account,
     Agent,
     Conversation,
+    LegalHold,
     Membership,
     Message,
     Run,
@@ -105,6 +107,18 @@ def post(
             content=content, sender_account_id=sender.id, created_at=created_at, **extra
         )
     return services.message_create(conversation=conversation, draft=draft)
+
+
+def hold_elsewhere(workspace: Workspace) -> LegalHold:
+    """A legal hold on a room of its own: a real hold to read and release, while deletes and
+    erasures in every other room still succeed."""
+    archive = make_conversation(workspace, "private", "archive")
+    return lifecycle.hold_place(
+        workspace_id=workspace.id,
+        conversation_id=archive.id,
+        reference="matter-1",
+        actor=Actor(label="test"),
+    )
 
 
 def service_client(workspace: Workspace) -> APIClient:

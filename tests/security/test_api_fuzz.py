@@ -27,9 +27,8 @@ from drf_spectacular.generators import SchemaGenerator
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from audit_app.lifecycle import Actor
 from formation.wsgi import application
-from messages_app import lifecycle, services
+from messages_app import services
 from messages_app.models import Run, TokenKind
 from tests import factories
 from tests.factories import at
@@ -189,15 +188,7 @@ def fuzz_world(db, in_process_connection) -> Iterator[FuzzWorld]:
         account_id=alice.id,
         linked_account_id=factories.make_account(workspace, "Alice Elsewhere").id,
     )
-    # A hold on a second room: releases and retrievals reach a real hold, and deletes in the
-    # first room still succeed.
-    archive = factories.make_conversation(workspace, "private", "archive")
-    hold = lifecycle.hold_place(
-        workspace_id=workspace.id,
-        conversation_id=archive.id,
-        reference="matter-1",
-        actor=Actor(label="test"),
-    )
+    hold = factories.hold_elsewhere(workspace)
     _, service_token = services.token_create(workspace_id=workspace.id, kind=TokenKind.SERVICE)
     _, agent_token = services.token_create(
         workspace_id=workspace.id, kind=TokenKind.AGENT, agent=agent

@@ -48,9 +48,8 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
 from django.urls.resolvers import RegexPattern
 
-from audit_app.lifecycle import Actor
 from formation.errors import NotFound, error_body
-from messages_app import lifecycle, services
+from messages_app import services
 from messages_app.models import TokenKind
 from search_app import services as search_services
 from tests import factories
@@ -378,14 +377,7 @@ def build_world() -> World:
     reply = search_services.run_reply(
         workspace_id=workspace.id, run_id=finished_run.id, content="sample answer"
     )
-    # A hold on another room, so deleting and erasing in the rows' room still succeed.
-    archive = factories.make_conversation(workspace, "private", "archive")
-    hold = lifecycle.hold_place(
-        workspace_id=workspace.id,
-        conversation_id=archive.id,
-        reference="matter-1",
-        actor=Actor(label="test"),
-    )
+    hold = factories.hold_elsewhere(workspace)
 
     elsewhere = factories.make_workspace()
     elsewhere_agent = factories.make_agent(elsewhere, "Other agent")
