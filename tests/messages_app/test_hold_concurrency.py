@@ -1,0 +1,74 @@
+"""A legal hold binds every erasure that commits after it (messages_app/lifecycle.py).
+
+These tests commit for real (``transaction=True``): each thread has its own connection, so the
+per-workspace advisory lock, not the test wrapper, is what orders the hold and the delete.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection, transaction
+
+from audit_app.lifecycle import Actor
+from formation.errors import LegalHoldActive
+from messages_app import lifecycle, services
+from messages_app.models import Message
+from tests import factories
+
+WAIT = 30
+
+
+def in_thread(work) -> threading.Thread:
+    def run() -> None:
+        try:
+            work()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_delete_waiting_on_a_hold_being_placed_is_refused_once_it_commits():
+    workspace = factories.make_workspace()
+    alice = factories.make_account(workspace)
+    room = factories.make_conversation(workspace, "private")
+    message = factories.post(room, alice, "sample held")
+    placed, release = threading.Event(), threading.Event()
+    outcome: dict[str, object] = {}
+
+    def place() -> None:
+        with transaction.atomic():
+            outcome["hold"] = lifecycle.hold_place(
+                workspace_id=workspace.id,
+                conversation_id=room.id,
+                reference="",
+                actor=Actor(label="test"),
+            )
+            placed.set()
+            release.wait(WAIT)
+
+    def delete() -> None:
+        try:
+            services.message_delete(message=Message.objects.get(pk=message.pk))
+            outcome["deleted"] = True
+        except LegalHoldActive as refused:
+            outcome["refused"] = refused.details["holdId"]
+
+    placer = in_thread(place)
+    assert placed.wait(WAIT)
+    deleter = in_thread(delete)
+    deleter.join(0.5)
+    waited = deleter.is_alive()  # for the hold's transaction to end
+    release.set()
+    placer.join(WAIT)
+    deleter.join(WAIT)
+
+    assert waited
+    assert outcome == {"hold": outcome["hold"], "refused": str(outcome["hold"].id)}
+    message.refresh_from_db()
+    assert message.deleted_at is None
