@@ -309,14 +309,23 @@ class RetentionReport:
         }
 
 
-# Every conversation of the workspace with a period, the override first (SQL: null keeps).
+# The conversations of the workspace with a period (their own, else the workspace's; null
+# keeps) and at least one live message older than it: one probe of the timeline index each, so
+# a run spends no transaction on a conversation with nothing to erase.
 _RETAINED_CONVERSATIONS = f"""
-    SELECT c.id, CASE WHEN c.retention_override THEN c.retention_days ELSE w.retention_days END
-    FROM {CONVERSATIONS} AS c JOIN {Workspace._meta.db_table} AS w ON w.id = c.workspace_id
-    WHERE c.workspace_id = %s
-      AND CASE WHEN c.retention_override THEN c.retention_days ELSE w.retention_days END
-          IS NOT NULL
-    ORDER BY c.id
+    SELECT r.id, r.days FROM (
+        SELECT c.id,
+               CASE WHEN c.retention_override THEN c.retention_days
+                    ELSE w.retention_days END AS days
+        FROM {CONVERSATIONS} AS c JOIN {Workspace._meta.db_table} AS w ON w.id = c.workspace_id
+        WHERE c.workspace_id = %(ws)s
+    ) AS r
+    WHERE r.days IS NOT NULL
+      AND EXISTS (SELECT 1 FROM {MESSAGES} AS m
+                  WHERE m.workspace_id = %(ws)s AND m.conversation_id = r.id
+                    AND m.deleted_at IS NULL
+                    AND m.created_at < %(now)s - make_interval(days => r.days))
+    ORDER BY r.id
 """
 
 # Rows another transaction holds (an edit, a delete) are skipped, not waited for: the next run
@@ -342,8 +351,8 @@ def retention_apply(
     """Erase every live message older than its conversation's period, workspace by workspace.
 
     A message is erased when ``created_at < now - period``: one exactly as old as its period is
-    kept. ``now`` is fixed for the whole run, so a run that is stopped and started again draws
-    the same line. Held conversations are skipped (counted in ``held_conversations``). Each
+    kept. ``now`` is fixed for the whole run, so a run draws one line however long it takes.
+    Held conversations with something to erase are skipped (``held_conversations``). Each
     workspace with any period gets one lifecycle row, whose counts follow each batch's commit.
     """
     check_batch_size(batch_size)
@@ -366,7 +375,7 @@ def retention_apply(
             counts=report.counts(),
         )
         with connection.cursor() as cursor:
-            cursor.execute(_RETAINED_CONVERSATIONS, [workspace.id])
+            cursor.execute(_RETAINED_CONVERSATIONS, {"ws": workspace.id, "now": now})
             retained = cursor.fetchall()
         for conversation_id, days in retained:
             _retain_conversation(

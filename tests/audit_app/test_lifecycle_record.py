@@ -25,11 +25,12 @@ pytestmark = pytest.mark.django_db
 
 
 def every_kind_of_event(world, canary: str, tmp_path) -> list:
-    """Retention, a hold and its release, an erasure and two exports, over messages holding
+    """Retention, a hold and its release, an erasure and three exports, over messages holding
     ``canary`` (and a hold whose reference holds it too: the record names holds by id)."""
     service = world.service
     old = timezone.now() - timedelta(days=40)
     factories.post(world.public, world.alice, f"sample {canary} old", created_at=old)
+    factories.post(world.private, world.alice, f"sample {canary} old and held", created_at=old)
     factories.post(world.private, world.bob, f"sample {canary} from bob")
     factories.post(world.private, world.alice, f"sample {canary} kept")
     answers = [
@@ -80,7 +81,7 @@ def test_every_action_is_recorded_once(world, tmp_path):
                 "heldConversations": 1,
             },
         ),
-        ("export", "conversation", "completed", {"messages": 2}),
+        ("export", "conversation", "completed", {"messages": 3}),
         ("hold_released", "conversation", "completed", {}),
         (
             "erasure",
@@ -92,8 +93,8 @@ def test_every_action_is_recorded_once(world, tmp_path):
                 "derivedMessagesMarked": 0,
             },
         ),
-        ("export", "account", "completed", {"messages": 1}),
-        ("export", "workspace", "completed", {"messages": 1}),
+        ("export", "account", "completed", {"messages": 2}),
+        ("export", "workspace", "completed", {"messages": 2}),
     ]
     tokens = set(
         LifecycleEvent.objects.exclude(actor_token_id=None).values_list("actor", flat=True)
