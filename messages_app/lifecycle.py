@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import F, Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from audit_app.lifecycle import (
@@ -465,71 +466,78 @@ def account_erase(
     Refused with ``legal_hold_active`` (nothing changed) while a hold covers the workspace or a
     conversation holding its live messages. Calling it again finishes an erasure that stopped
     midway and is harmless after one that completed. A hold placed while it runs stops it at
-    the next batch: what was erased before the hold stays erased, and the record says
-    ``refused``.
+    the next batch: what was erased before the hold stays erased, and the record, written when
+    it starts, says ``refused``.
     """
     check_batch_size(batch_size)
     if not Account.objects.filter(workspace_id=workspace_id, pk=account_id).exists():
         raise NotFound()
     report = ErasureReport(account_id=account_id)
-    event_id: uuid.UUID | None = None
+    with transaction.atomic():
+        _hold_lock(workspace_id, exclusive=False)
+        hold_id = _covering_hold(workspace_id, _ACCOUNT_ROOMS, [workspace_id, account_id])
+        if hold_id is not None:
+            raise LegalHoldActive(hold_id)
+        event_id = lifecycle_start(
+            workspace_id=workspace_id,
+            action=LifecycleAction.ERASURE,
+            subject_kind=LifecycleSubject.ACCOUNT,
+            subject_id=account_id,
+            actor=actor,
+            counts=report.counts(),
+        )
     try:
-        while True:
-            with transaction.atomic():
-                if event_id is None:
-                    _hold_lock(workspace_id, exclusive=False)
-                    hold_id = _covering_hold(
-                        workspace_id, _ACCOUNT_ROOMS, [workspace_id, account_id]
-                    )
-                    if hold_id is not None:
-                        raise LegalHoldActive(hold_id)
-                    event_id = lifecycle_start(
-                        workspace_id=workspace_id,
-                        action=LifecycleAction.ERASURE,
-                        subject_kind=LifecycleSubject.ACCOUNT,
-                        subject_id=account_id,
-                        actor=actor,
-                        counts=report.counts(),
-                    )
-                with connection.cursor() as cursor:
-                    cursor.execute(_ACCOUNT_BATCH, [workspace_id, account_id, batch_size])
-                    batch = cursor.fetchall()
-                refuse_if_held(
-                    workspace_id=workspace_id, conversation_ids=[room for _, room in batch]
-                )
-                erased = messages_erase(
-                    workspace_id=workspace_id, message_ids=[message_id for message_id, _ in batch]
-                )
-                report.messages += erased.messages
-                report.derived_marked += erased.derived_marked
-                lifecycle_progress(event_id=event_id, counts=report.counts())
+        while _erase_account_batch(report, event_id, workspace_id, batch_size):
             logger.info("account erasure: %d messages erased so far", report.messages)
-            if len(batch) < batch_size:
-                break
         with transaction.atomic():
             refuse_if_held(workspace_id=workspace_id, conversation_ids=[])
-            report.identity_links, _ = (
-                IdentityLink.objects.filter(workspace_id=workspace_id)
-                .filter(Q(account_id=account_id) | Q(linked_account_id=account_id))
-                .delete()
-            )
-            now = timezone.now()
-            Account.objects.filter(pk=account_id, erased_at__isnull=True).update(erased_at=now)
-            Account.objects.filter(pk=account_id).update(display_name=ERASED_NAME, external_id=None)
-            report.erased_at = (
-                Account.objects.filter(pk=account_id).values_list("erased_at", flat=True).get()
-            )
+            report.identity_links, report.erased_at = _forget_identity(workspace_id, account_id)
             lifecycle_finish(event_id=event_id, counts=report.counts())
     except LegalHoldActive as refusal:
-        if event_id is not None:
-            lifecycle_finish(
-                event_id=event_id,
-                counts=report.counts(),
-                outcome=LifecycleOutcome.REFUSED,
-                hold_id=uuid.UUID(refusal.details["holdId"]),
-            )
+        lifecycle_finish(
+            event_id=event_id,
+            counts=report.counts(),
+            outcome=LifecycleOutcome.REFUSED,
+            hold_id=uuid.UUID(refusal.details["holdId"]),
+        )
         raise
     return report
+
+
+def _erase_account_batch(
+    report: ErasureReport, event_id: uuid.UUID, workspace_id: uuid.UUID, batch_size: int
+) -> bool:
+    """The account's next oldest messages, in a transaction of their own, unless a hold now
+    covers one of their conversations; True while more may be left."""
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(_ACCOUNT_BATCH, [workspace_id, report.account_id, batch_size])
+            batch = cursor.fetchall()
+        refuse_if_held(workspace_id=workspace_id, conversation_ids=[room for _, room in batch])
+        erased = messages_erase(
+            workspace_id=workspace_id, message_ids=[message_id for message_id, _ in batch]
+        )
+        report.messages += erased.messages
+        report.derived_marked += erased.derived_marked
+        lifecycle_progress(event_id=event_id, counts=report.counts())
+    return len(batch) == batch_size
+
+
+def _forget_identity(workspace_id: uuid.UUID, account_id: uuid.UUID) -> tuple[int, datetime]:
+    """Remove the account's identity links and replace its name and external id; the first
+    erasure's time is kept. Returns the links removed and that time."""
+    links, _ = (
+        IdentityLink.objects.filter(workspace_id=workspace_id)
+        .filter(Q(account_id=account_id) | Q(linked_account_id=account_id))
+        .delete()
+    )
+    Account.objects.filter(pk=account_id).update(
+        display_name=ERASED_NAME,
+        external_id=None,
+        erased_at=Coalesce(F("erased_at"), Value(timezone.now())),
+    )
+    erased_at = Account.objects.filter(pk=account_id).values_list("erased_at", flat=True).get()
+    return links, erased_at
 
 
 # --- export -----------------------------------------------------------------------------------

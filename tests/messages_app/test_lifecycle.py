@@ -338,6 +338,43 @@ def test_an_erasure_that_failed_midway_is_finished_by_calling_it_again(world):
     assert live_count_is_true(world.private)
 
 
+def test_a_hold_placed_while_an_erasure_runs_stops_it_at_the_next_batch(world):
+    written = [
+        factories.post(world.private, world.bob, created_at=factories.at(i)) for i in range(3)
+    ]
+    # As the first batch erases its message, a hold on the room commits with it: the hold
+    # arrives between two batches, as one placed through the API in that moment would.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """CREATE FUNCTION lifecycle_test_hold() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    INSERT INTO messages_app_legalhold
+                        (id, workspace_id, conversation_id, reference, placed_at)
+                    VALUES (gen_random_uuid(), NEW.workspace_id, NEW.conversation_id, '', now());
+                    RETURN NULL;
+                END $$"""
+        )
+        cursor.execute(
+            "CREATE TRIGGER lifecycle_test_hold AFTER UPDATE ON messages_app_message "
+            f"FOR EACH ROW WHEN (NEW.id = '{written[0].pk}' AND NEW.deleted_at IS NOT NULL) "
+            "EXECUTE FUNCTION lifecycle_test_hold()"
+        )
+
+    with pytest.raises(LegalHoldActive) as refused:
+        erase(world.bob, batch_size=1)
+
+    placed = LegalHold.objects.get()
+    assert refused.value.details == {"holdId": str(placed.id)}
+    assert [is_erased(m) for m in written] == [True, False, False]
+    assert Account.objects.get(pk=world.bob.pk).display_name == world.bob.display_name
+    event = LifecycleEvent.objects.get()
+    assert (event.outcome, event.hold_id, event.counts["messages"]) == (
+        LifecycleOutcome.REFUSED,
+        placed.id,
+        1,
+    )
+
+
 # --- holds refuse delete and erasure ------------------------------------------------------------
 
 
