@@ -474,7 +474,7 @@ class LegalHoldDetails(serializers.Serializer):
 LEGAL_HOLD = _error(
     "LegalHoldError",
     [LegalHoldActive],
-    "a legal hold covers the messages this would erase; nothing was changed.",
+    "a legal hold covers the messages this would erase or edit; nothing was changed.",
     LegalHoldDetails,
 )
 SEARCH_LIMITS = _error(
@@ -836,11 +836,15 @@ class MessageViewSchema(_Annotated):
         "patch": extend_schema(
             operation_id="message_edit",
             summary="Edit a message",
-            description=f"{SERVICE} Search stays in step with the new text.",
+            description=f"{SERVICE} Search stays in step with the new text; no earlier version "
+            "is kept, so a legal hold on the conversation refuses it (legal_hold_active).",
             tags=[RUNTIME_TAG],
             parameters=[id_in_path("message_id")],
             request=MessageEditSerializer,
-            responses=answers({200: MessageSummarySerializer}, 400, 401, 403, 404),
+            responses={
+                **answers({200: MessageSummarySerializer}, 400, 401, 403, 404),
+                409: LEGAL_HOLD,
+            },
         ),
         "delete": extend_schema(
             operation_id="message_delete",

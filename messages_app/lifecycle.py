@@ -11,12 +11,13 @@ Large jobs run in batches of at most ``MAX_BATCH_SIZE`` messages, each batch its
 transaction, so a crash loses at most the batch in flight and the next run carries on from what
 is left: every statement only picks messages that are still live, so nothing is erased twice.
 
-Legal holds against erasure. A hold must stop every erasure that commits after the hold does.
-Checking for a hold inside the erasing transaction is not enough under READ COMMITTED (the hold
-may commit between the check and the erasure's commit), so the two take a per-workspace
-advisory lock: every erasing transaction holds it shared from before its hold check until its
-commit, and placing a hold takes it exclusively. A hold therefore waits for the erasures in
-flight to commit, and any erasure that starts after it sees it.
+Legal holds against erasure and edits. A hold must stop every erasure, and every edit (which
+keeps no earlier version), that commits after the hold does. Checking for a hold inside the
+erasing or editing transaction is not enough under READ COMMITTED (the hold may commit between
+the check and that transaction's commit), so the two take a per-workspace advisory lock: every
+erasing or editing transaction holds it shared from before its hold check until its commit, and
+placing a hold takes it exclusively. A hold therefore waits for the erasures and edits in
+flight to commit, and any that starts after it sees it.
 """
 
 from __future__ import annotations
@@ -105,8 +106,8 @@ def erasure_guard(
 ) -> uuid.UUID | None:
     """Take the hold lock (shared) and return the hold covering these conversations, if any.
 
-    Call it inside the erasing transaction, before anything is erased: the lock is held to its
-    commit, so no hold can be placed in between.
+    Call it inside the erasing (or editing) transaction, before anything is changed: the lock is
+    held to its commit, so no hold can be placed in between.
     """
     _hold_lock(workspace_id, exclusive=False)
     return _covering_hold(
@@ -135,7 +136,7 @@ def hold_place(
     ):
         raise InvalidArguments.for_field("conversationId", "Unknown conversationId.")
     with transaction.atomic():
-        # Waits for the erasures in flight; every later one sees this hold.
+        # Waits for the erasures and edits in flight; every later one sees this hold.
         _hold_lock(workspace_id, exclusive=True)
         hold = LegalHold.objects.create(
             workspace_id=workspace_id, conversation_id=conversation_id, reference=reference

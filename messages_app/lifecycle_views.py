@@ -273,7 +273,7 @@ class AccountEraseView(LifecycleView):
         summary="Place a legal hold",
         description=f"{SERVICE} On `conversationId`, or on the whole workspace when it is "
         "absent or null; `reference` names the matter (never shown in errors). While a hold is "
-        "active, retention skips what it covers and delete and erasure are refused.",
+        "active, retention skips what it covers and delete, edit and erasure are refused.",
         tags=[TAG],
         request=LegalHoldCreateSerializer,
         responses=answers({201: LegalHoldSerializer}, 400, 401, 403),

@@ -573,7 +573,7 @@ class RunEvidence(models.Model):
 class LegalHold(models.Model):
     """A legal hold on one conversation, or (no conversation) on the whole workspace.
 
-    While a hold is active (not released) retention skips what it covers, and delete and
+    While a hold is active (not released) retention skips what it covers, and delete, edit and
     erasure of its messages are refused (``legal_hold_active``). Placement and release are
     recorded in the lifecycle record (``audit_app.models.LifecycleEvent``); the row stays.
     """

@@ -440,7 +440,13 @@ def message_create(
 
 
 def message_edit(*, message: Message, content: str) -> Message:
+    """Replace the body (no earlier version is kept), so a legal hold on the conversation
+    refuses it as it refuses a delete: under the same lock, an edit commits before a hold or
+    is refused after it."""
     with transaction.atomic():
+        lifecycle.refuse_if_held(
+            workspace_id=message.workspace_id, conversation_ids=[message.conversation_id]
+        )
         updated = Message.objects.filter(pk=message.pk, deleted_at__isnull=True).update(
             content=content, edited_at=timezone.now()
         )

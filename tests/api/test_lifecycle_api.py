@@ -1,5 +1,5 @@
 """The lifecycle endpoints over HTTP (docs/lifecycle.md): retention periods, legal holds that
-refuse delete and erasure with ``legal_hold_active``, account erasure, and JSON Lines exports.
+refuse delete, edit and erasure with ``legal_hold_active``, account erasure, and JSON Lines exports.
 """
 
 from __future__ import annotations
@@ -87,6 +87,36 @@ def test_a_hold_refuses_delete_with_an_error_naming_it(world):
     assert released.status_code == 200
     assert released.json()["releasedAt"] is not None
     assert world.service.delete(f"/api/v1/messages/{message.id}").status_code == 204
+
+
+@pytest.mark.parametrize("on_workspace", [False, True], ids=["conversation hold", "workspace hold"])
+def test_a_hold_refuses_an_edit_with_an_error_naming_it_and_changes_nothing(world, on_workspace):
+    """An edit keeps no earlier version, so a hold preserves content against it too."""
+    message = factories.post(world.private, world.alice, "sample held")
+    hold = place(world) if on_workspace else place(world, conversationId=str(world.private.id))
+    before = factories.table_snapshot()
+    url = f"/api/v1/messages/{message.id}"
+
+    refused = world.service.patch(url, {"content": "sample rewritten"}, format="json")
+
+    assert assert_error(refused, 409, "legal_hold_active")["error"]["details"] == {
+        "holdId": hold["id"]
+    }
+    assert "sample rewritten" not in refused.content.decode()
+    assert factories.table_snapshot() == before
+    world.service.post(f"/api/v1/legal-holds/{hold['id']}/release")
+    edited = world.service.patch(url, {"content": "sample rewritten"}, format="json")
+    assert edited.status_code == 200
+    assert edited.json()["content"] == "sample rewritten"
+
+
+def test_a_hold_on_another_conversation_does_not_refuse_an_edit(world):
+    message = factories.post(world.public, world.alice, "sample open")
+    place(world, conversationId=str(world.private.id))
+    edited = world.service.patch(
+        f"/api/v1/messages/{message.id}", {"content": "sample edited"}, format="json"
+    )
+    assert edited.status_code == 200
 
 
 def test_holds_are_listed_and_released_once(world):

@@ -1,7 +1,7 @@
-"""A legal hold binds every erasure that commits after it (messages_app/lifecycle.py).
+"""A legal hold binds every erasure and edit that commits after it (messages_app/lifecycle.py).
 
 These tests commit for real (``transaction=True``): each thread has its own connection, so the
-per-workspace advisory lock, not the test wrapper, is what orders the hold and the delete.
+per-workspace advisory lock, not the test wrapper, is what orders the hold and the delete or edit.
 """
 
 from __future__ import annotations
@@ -72,3 +72,89 @@ def test_a_delete_waiting_on_a_hold_being_placed_is_refused_once_it_commits():
     assert outcome == {"hold": outcome["hold"], "refused": str(outcome["hold"].id)}
     message.refresh_from_db()
     assert message.deleted_at is None
+
+
+def hold_room(workspace, room) -> object:
+    return lifecycle.hold_place(
+        workspace_id=workspace.id, conversation_id=room.id, reference="", actor=Actor(label="test")
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_edit_waiting_on_a_hold_being_placed_is_refused_once_it_commits():
+    workspace = factories.make_workspace()
+    alice = factories.make_account(workspace)
+    room = factories.make_conversation(workspace, "private")
+    message = factories.post(room, alice, "sample held")
+    placed, release = threading.Event(), threading.Event()
+    outcome: dict[str, object] = {}
+
+    def place() -> None:
+        with transaction.atomic():
+            outcome["hold"] = hold_room(workspace, room)
+            placed.set()
+            release.wait(WAIT)
+
+    def edit() -> None:
+        try:
+            services.message_edit(
+                message=Message.objects.get(pk=message.pk), content="sample rewritten"
+            )
+            outcome["edited"] = True
+        except LegalHoldActive as refused:
+            outcome["refused"] = refused.details["holdId"]
+
+    placer = in_thread(place)
+    assert placed.wait(WAIT)
+    editor = in_thread(edit)
+    editor.join(0.5)
+    waited = editor.is_alive()  # for the hold's transaction to end
+    release.set()
+    placer.join(WAIT)
+    editor.join(WAIT)
+
+    assert waited
+    assert outcome == {"hold": outcome["hold"], "refused": str(outcome["hold"].id)}
+    message.refresh_from_db()
+    assert (message.content, message.edited_at) == ("sample held", None)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_hold_placed_while_an_edit_is_in_flight_waits_for_it_to_commit():
+    """The edit checked for a hold before the hold existed: the hold is placed only once the
+    edit has committed, so no edit commits after a hold it did not see."""
+    workspace = factories.make_workspace()
+    alice = factories.make_account(workspace)
+    room = factories.make_conversation(workspace, "private")
+    message = factories.post(room, alice, "sample before")
+    edited, release = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def edit() -> None:
+        with transaction.atomic():
+            services.message_edit(
+                message=Message.objects.get(pk=message.pk), content="sample after"
+            )
+            edited.set()
+            release.wait(WAIT)
+        order.append("edit committed")
+
+    def place() -> None:
+        hold_room(workspace, room)
+        order.append("hold placed")
+
+    editor = in_thread(edit)
+    assert edited.wait(WAIT)
+    placer = in_thread(place)
+    placer.join(0.5)
+    waited = placer.is_alive()  # for the edit's transaction to end
+    release.set()
+    editor.join(WAIT)
+    placer.join(WAIT)
+
+    assert waited
+    assert order == ["edit committed", "hold placed"]
+    message.refresh_from_db()
+    assert message.content == "sample after"
+    with pytest.raises(LegalHoldActive):
+        services.message_edit(message=message, content="sample too late")
