@@ -1,9 +1,11 @@
 """A 100,000-message export streams in constant memory (docs/lifecycle.md, "Export").
 
-The messages are written by one ``INSERT ... SELECT generate_series`` (the search triggers run as
-for any insert). The export is read through the real view, chunk by chunk and discarded, as a
-client would, while ``tracemalloc`` watches every Python allocation: the peak stays a small
-fraction of the answer, because only one page of rows (``DEFAULT_BATCH_SIZE``) is ever held.
+The messages are written by one ``INSERT ... SELECT generate_series``
+(``factories.fill_messages``; the search triggers run as for any insert). The export is read
+through the real view, chunk by chunk and discarded, as a client would, while ``tracemalloc``
+watches every Python allocation: the peak stays a small fraction of the answer, because only
+one page of rows (``DEFAULT_BATCH_SIZE``) is ever held. tests/test_streamed_answers.py measures
+the same export through production gunicorn.
 """
 
 from __future__ import annotations
@@ -12,10 +14,8 @@ import json
 import tracemalloc
 
 import pytest
-from django.db import connection
 
 from messages_app.lifecycle import DEFAULT_BATCH_SIZE
-from messages_app.models import Conversation, Message
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -26,23 +26,8 @@ MESSAGES = 100_000
 PEAK_BOUND = 8 * 1024 * 1024
 
 
-def fill(conversation: Conversation, sender_id: object, count: int) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""INSERT INTO {Message._meta.db_table}
-                    (id, workspace_id, conversation_id, seq, role, status, sender_account_id,
-                     content, created_at)
-                SELECT gen_random_uuid(), %s, %s, n, 'user', 'sent', %s,
-                       'sample status number ' || n || ' of a long synthetic conversation',
-                       %s::timestamptz + n * interval '1 second'
-                FROM generate_series(1, %s) AS n""",
-            [conversation.workspace_id, conversation.id, sender_id, factories.T0, count],
-        )
-    Conversation.objects.filter(pk=conversation.pk).update(last_seq=count, live_message_count=count)
-
-
 def test_an_export_of_100000_messages_streams_in_constant_memory(world):
-    fill(world.private, world.alice.id, MESSAGES)
+    factories.fill_messages(world.private, world.alice.id, MESSAGES)
     response = world.service.get(f"/api/v1/conversations/{world.private.id}/export")
     assert response.status_code == 200
 
