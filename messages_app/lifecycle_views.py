@@ -203,7 +203,8 @@ def export_schema(operation_id: str, summary: str, what: str) -> Any:
             operation_id=operation_id,
             summary=summary,
             description=f"{SERVICE} {what}, streamed in constant memory as JSON Lines; each "
-            "export is recorded in the lifecycle record. Takes no query parameters.",
+            "export is recorded in the lifecycle record. Takes no query parameters. A server "
+            "streams a few exports at once: past that, 503 unavailable before the first byte.",
             tags=[TAG],
             parameters=[id_in_path()],
             responses={(200, JSON_LINES): EXPORT_ANSWER, **answers({}, 400, 401, 403, 404)},
