@@ -41,18 +41,12 @@ from formation.serving import (
 from messages_app import services
 from messages_app.models import TokenKind
 from tests import factories
+from tests import test_slow_clients as slow_clients
 from tests.test_slow_clients import LATE, UnreadTransport, body_of, running_gunicorn, timed_get
 
 PIECE = 100  # bytes a piece of the in-process application
-LIMITS = ServingLimits(
-    header_timeout=1,
-    body_timeout=0.2,
-    send_timeout=0.3,
-    max_body_bytes=100,
-    body_buffer_bytes=150,
-    stream_threshold_bytes=10 * PIECE,
-    stream_timeout=1.0,
-    streams_per_worker=1,
+LIMITS = dataclasses.replace(
+    slow_clients.LIMITS, send_timeout=0.3, stream_threshold_bytes=10 * PIECE, stream_timeout=1.0
 )
 
 

@@ -32,46 +32,19 @@ def in_thread(work) -> threading.Thread:
     return thread
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_delete_waiting_on_a_hold_being_placed_is_refused_once_it_commits():
-    workspace = factories.make_workspace()
-    alice = factories.make_account(workspace)
-    room = factories.make_conversation(workspace, "private")
-    message = factories.post(room, alice, "sample held")
-    placed, release = threading.Event(), threading.Event()
-    outcome: dict[str, object] = {}
-
-    def place() -> None:
-        with transaction.atomic():
-            outcome["hold"] = lifecycle.hold_place(
-                workspace_id=workspace.id,
-                conversation_id=room.id,
-                reference="",
-                actor=Actor(label="test"),
-            )
-            placed.set()
-            release.wait(WAIT)
-
-    def delete() -> None:
-        try:
-            services.message_delete(message=Message.objects.get(pk=message.pk))
-            outcome["deleted"] = True
-        except LegalHoldActive as refused:
-            outcome["refused"] = refused.details["holdId"]
-
-    placer = in_thread(place)
-    assert placed.wait(WAIT)
-    deleter = in_thread(delete)
-    deleter.join(0.5)
-    waited = deleter.is_alive()  # for the hold's transaction to end
+def second_waits(first, started: threading.Event, release: threading.Event, second) -> bool:
+    """Run ``first`` until it sets ``started`` (inside its transaction), then ``second``: whether
+    ``second`` was still waiting half a second later, for ``first``'s transaction, which ends
+    once ``release`` is set. Both have finished when it returns."""
+    holder = in_thread(first)
+    assert started.wait(WAIT)
+    waiter = in_thread(second)
+    waiter.join(0.5)
+    waited = waiter.is_alive()
     release.set()
-    placer.join(WAIT)
-    deleter.join(WAIT)
-
-    assert waited
-    assert outcome == {"hold": outcome["hold"], "refused": str(outcome["hold"].id)}
-    message.refresh_from_db()
-    assert message.deleted_at is None
+    holder.join(WAIT)
+    waiter.join(WAIT)
+    return waited
 
 
 def hold_room(workspace, room) -> object:
@@ -80,8 +53,16 @@ def hold_room(workspace, room) -> object:
     )
 
 
+# What a hold refuses, done to a message.
+CHANGES = {
+    "delete": lambda message: services.message_delete(message=message),
+    "edit": lambda message: services.message_edit(message=message, content="sample rewritten"),
+}
+
+
 @pytest.mark.django_db(transaction=True)
-def test_an_edit_waiting_on_a_hold_being_placed_is_refused_once_it_commits():
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_a_change_waiting_on_a_hold_being_placed_is_refused_once_it_commits(change):
     workspace = factories.make_workspace()
     alice = factories.make_account(workspace)
     room = factories.make_conversation(workspace, "private")
@@ -95,28 +76,17 @@ def test_an_edit_waiting_on_a_hold_being_placed_is_refused_once_it_commits():
             placed.set()
             release.wait(WAIT)
 
-    def edit() -> None:
+    def attempt() -> None:
         try:
-            services.message_edit(
-                message=Message.objects.get(pk=message.pk), content="sample rewritten"
-            )
-            outcome["edited"] = True
+            CHANGES[change](Message.objects.get(pk=message.pk))
+            outcome["changed"] = True
         except LegalHoldActive as refused:
             outcome["refused"] = refused.details["holdId"]
 
-    placer = in_thread(place)
-    assert placed.wait(WAIT)
-    editor = in_thread(edit)
-    editor.join(0.5)
-    waited = editor.is_alive()  # for the hold's transaction to end
-    release.set()
-    placer.join(WAIT)
-    editor.join(WAIT)
-
-    assert waited
+    assert second_waits(place, placed, release, attempt)
     assert outcome == {"hold": outcome["hold"], "refused": str(outcome["hold"].id)}
     message.refresh_from_db()
-    assert (message.content, message.edited_at) == ("sample held", None)
+    assert (message.content, message.deleted_at, message.edited_at) == ("sample held", None, None)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -143,16 +113,7 @@ def test_a_hold_placed_while_an_edit_is_in_flight_waits_for_it_to_commit():
         hold_room(workspace, room)
         order.append("hold placed")
 
-    editor = in_thread(edit)
-    assert edited.wait(WAIT)
-    placer = in_thread(place)
-    placer.join(0.5)
-    waited = placer.is_alive()  # for the edit's transaction to end
-    release.set()
-    editor.join(WAIT)
-    placer.join(WAIT)
-
-    assert waited
+    assert second_waits(edit, edited, release, place)
     assert order == ["edit committed", "hold placed"]
     message.refresh_from_db()
     assert message.content == "sample after"
