@@ -120,7 +120,7 @@ DEEP_OFFSET = 100_000  # list_messages' largest offset
 SEARCH_LIMIT = 20
 SUMMARY = (
     "m.id, m.conversation_id, m.seq, m.role, m.status, m.sender_account_id, m.sender_agent_id, "
-    "m.reply_to_id, m.thread_id, m.content, m.created_at"
+    "m.reply_to_id, m.thread_id, m.content, m.created_at, m.sources_erased"
 )
 MEMBER = (
     "EXISTS (SELECT 1 FROM messages_app_membership AS a WHERE a.workspace_id = %(ws)s "

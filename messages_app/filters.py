@@ -11,6 +11,7 @@ from messages_app.models import (
     ConversationKind,
     IdentityLink,
     IdentityLinkStatus,
+    LegalHold,
     Membership,
 )
 
@@ -22,6 +23,16 @@ def choice_filter(field_name: str, choices) -> django_filters.ChoiceFilter:
         field_name=field_name,
         choices=choices,
         error_messages={"invalid_choice": f"Must be one of: {allowed}."},
+    )
+
+
+def true_or_false(method: str) -> django_filters.TypedChoiceFilter:
+    """A strict true/false: django-filter's BooleanFilter would ignore any other value."""
+    return django_filters.TypedChoiceFilter(
+        choices=[("true", "true"), ("false", "false")],
+        coerce=lambda value: value == "true",
+        method=method,
+        error_messages={"invalid_choice": "Must be true or false."},
     )
 
 
@@ -54,13 +65,7 @@ class ConversationFilter(django_filters.FilterSet):
 
 
 class MembershipFilter(django_filters.FilterSet):
-    # A strict true/false: django-filter's BooleanFilter would ignore any other value.
-    current = django_filters.TypedChoiceFilter(
-        choices=[("true", "true"), ("false", "false")],
-        coerce=lambda value: value == "true",
-        method="filter_current",
-        error_messages={"invalid_choice": "Must be true or false."},
-    )
+    current = true_or_false("filter_current")
     accountId = django_filters.UUIDFilter(field_name="account_id")
     agentId = django_filters.UUIDFilter(field_name="agent_id")
 
@@ -84,3 +89,16 @@ class IdentityLinkFilter(django_filters.FilterSet):
     def filter_account(self, queryset, name, value):
         """Either side of the link: links are symmetric."""
         return queryset.filter(account_id=value) | queryset.filter(linked_account_id=value)
+
+
+class LegalHoldFilter(django_filters.FilterSet):
+    active = true_or_false("filter_active")
+    conversationId = django_filters.UUIDFilter(field_name="conversation_id")
+
+    class Meta:
+        model = LegalHold
+        fields = ["active", "conversationId"]
+
+    def filter_active(self, queryset, name, value):
+        """true: only holds in force; false: only released ones."""
+        return queryset.filter(released_at__isnull=value)

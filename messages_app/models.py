@@ -30,14 +30,33 @@ class TsTzRange(Func):
     output_field = DateTimeRangeField()
 
 
+# The longest retention period a workspace or conversation may set (about a century).
+MAX_RETENTION_DAYS = 36_500
+
+
+def _retention_in_range(field: str, name: str) -> models.CheckConstraint:
+    return models.CheckConstraint(
+        condition=Q(**{f"{field}__isnull": True})
+        | Q(**{f"{field}__gte": 1, f"{field}__lte": MAX_RETENTION_DAYS}),
+        name=name,
+    )
+
+
 class Workspace(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    retention_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Messages older than this many days are erased by apply_retention; "
+        "empty keeps them. A conversation may override it.",
+    )
 
     class Meta:
         ordering = ["slug"]
+        constraints = [_retention_in_range("retention_days", "workspace_retention_in_range")]
 
     def __str__(self) -> str:
         return self.slug
@@ -57,6 +76,9 @@ class Account(models.Model):
     # Null, not "", when absent: the uniqueness of external ids only applies to real ones.
     external_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     created_at = models.DateTimeField(default=timezone.now)
+    # Set by account erasure (messages_app/lifecycle.py): the row stays, so memberships and the
+    # lineage of what others derived from its messages stay consistent; its name is replaced.
+    erased_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["workspace_id", "created_at", "id"]
@@ -113,11 +135,20 @@ class Conversation(models.Model):
     # Live (not deleted) messages, kept in the same transactions as inserts and deletes, so
     # list_messages can answer `total` without counting a conversation of millions each call.
     live_message_count = models.BigIntegerField(default=0, editable=False)
+    # With ``retention_override`` this conversation's own period replaces the workspace's
+    # (``retention_days`` null then means "keep"); without it the workspace's applies.
+    retention_override = models.BooleanField(default=False, db_default=False)
+    retention_days = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["workspace_id", "created_at", "id"]
         constraints = [
             _workspace_key("conversation"),
+            _retention_in_range("retention_days", "conversation_retention_in_range"),
+            models.CheckConstraint(
+                condition=Q(retention_override=True) | Q(retention_days__isnull=True),
+                name="conversation_retention_days_only_with_override",
+            ),
             models.UniqueConstraint(
                 fields=["workspace", "external_id"],
                 condition=Q(external_id__isnull=False),
@@ -261,6 +292,9 @@ class Message(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     edited_at = models.DateTimeField(null=True, blank=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
+    # Some message in this one's lineage (transitively) has been erased or deleted since: set by
+    # the erasure that removed it (messages_app/lifecycle.py). The restrictions stay all the same.
+    sources_erased = models.BooleanField(default=False, db_default=False, editable=False)
     reply_to = models.ForeignKey(
         "self",
         on_delete=models.PROTECT,
@@ -342,6 +376,15 @@ class Message(models.Model):
                 F("workspace"),
                 OpClass(Upper("content"), name="gin_trgm_ops"),
                 name="message_content_trgm",
+            ),
+            # An account's erasure and export read what it wrote, oldest first, across its
+            # workspace's conversations; only live messages, so erased ones leave the index.
+            models.Index(
+                F("sender_account"),
+                F("created_at"),
+                F("id"),
+                condition=Q(deleted_at__isnull=True, sender_account__isnull=False),
+                name="message_live_sender_account",
             ),
         ]
 
@@ -527,6 +570,50 @@ class RunEvidence(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id} saw {self.message_id}"
+
+
+class LegalHold(models.Model):
+    """A legal hold on one conversation, or (no conversation) on the whole workspace.
+
+    While a hold is active (not released) retention skips what it covers, and delete, edit and
+    erasure of its messages are refused (``legal_hold_active``). Placement and release are
+    recorded in the lifecycle record (``audit_app.models.LifecycleEvent``); the row stays.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
+    conversation = models.ForeignKey(
+        Conversation,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="legal_holds",
+        help_text="Empty: every conversation of the workspace.",
+    )
+    reference = models.CharField(
+        max_length=200, blank=True, help_text="The matter or case the hold serves."
+    )
+    placed_at = models.DateTimeField(default=timezone.now)
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["workspace_id", "-placed_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(released_at__isnull=True) | Q(released_at__gte=F("placed_at")),
+                name="legal_hold_released_after_placed",
+            )
+        ]
+        indexes = [
+            models.Index(
+                fields=["workspace", "conversation"],
+                condition=Q(released_at__isnull=True),
+                name="legal_hold_active",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"legal hold {self.reference or self.id}"
 
 
 class ApiToken(models.Model):

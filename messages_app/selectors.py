@@ -44,6 +44,7 @@ SUMMARY_COLUMNS = (
     "thread_id",
     "content",
     "created_at",
+    "sources_erased",
 )
 
 
@@ -61,6 +62,7 @@ class MessageRow(NamedTuple):
     thread_id: Any
     content: str
     created_at: datetime
+    sources_erased: bool
 
     def __eq__(self, other: object) -> bool:
         """A row read of a message equals that message (by id), and rows compare as tuples."""

@@ -188,6 +188,11 @@ class MessageSummarySerializer(Shape):
     threadId = serializers.UUIDField(source="thread_id", allow_null=True)
     content = serializers.CharField()
     createdAt = serializers.DateTimeField(source="created_at")
+    sourcesErased = serializers.BooleanField(
+        source="sources_erased",
+        help_text="A message this one was based on (its lineage, transitively) has been erased "
+        "or deleted since; every restriction it inherited still applies.",
+    )
 
 
 class IdentityLinkCreateSerializer(StrictSerializer):

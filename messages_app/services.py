@@ -17,11 +17,12 @@ from datetime import datetime, timedelta
 from typing import TypeVar
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from formation.auth import token_digest
 from formation.errors import InvalidArguments, NotFound
+from messages_app import lifecycle
 from messages_app.models import (
     Account,
     Agent,
@@ -454,7 +455,13 @@ def message_create(
 
 
 def message_edit(*, message: Message, content: str) -> Message:
+    """Replace the body (no earlier version is kept), so a legal hold on the conversation
+    refuses it as it refuses a delete: under the same lock, an edit commits before a hold or
+    is refused after it."""
     with transaction.atomic():
+        lifecycle.refuse_if_held(
+            workspace_id=message.workspace_id, conversation_ids=[message.conversation_id]
+        )
         updated = Message.objects.filter(pk=message.pk, deleted_at__isnull=True).update(
             content=content, edited_at=timezone.now()
         )
@@ -465,16 +472,20 @@ def message_edit(*, message: Message, content: str) -> Message:
 
 
 def message_delete(*, message: Message) -> None:
-    """Erase the body for good. The row stays so seq is never reused and replies keep a target."""
+    """Erase the body for good. The row stays so seq is never reused and replies keep a target.
+
+    The same erasure retention and account erasure apply (``lifecycle.messages_erase``), and
+    refused in the same way while a legal hold covers the conversation.
+    """
     with transaction.atomic():
-        erased = Message.objects.filter(pk=message.pk, deleted_at__isnull=True).update(
-            content="", deleted_at=timezone.now(), edited_at=None
+        lifecycle.refuse_if_held(
+            workspace_id=message.workspace_id, conversation_ids=[message.conversation_id]
         )
-        if not erased:
+        erased = lifecycle.messages_erase(
+            workspace_id=message.workspace_id, message_ids=[message.pk]
+        )
+        if not erased.messages:
             raise NotFound()
-        Conversation.objects.filter(pk=message.conversation_id).update(
-            live_message_count=F("live_message_count") - 1
-        )
 
 
 def identity_link_create(

@@ -376,8 +376,7 @@ def hits_statement(
            NULL, NULL
     FROM nearby AS n
     UNION ALL
-    SELECT 'exclusion', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-           NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    SELECT 'exclusion', {", ".join(["NULL"] * EXCLUSION_ROW_NULLS)},
            excluded.reason, count(*)
     FROM excluded WHERE excluded.reason IS NOT NULL GROUP BY excluded.reason
     """
@@ -399,6 +398,11 @@ def hits_statement(
         "h_options": f"HighlightAll=true, StartSel={start}, StopSel={stop}",
     }
     return sql, params
+
+
+# The exclusion rows of the history statement leave every other column null: position and
+# side, the summary, the nine ranking and naming columns, the highlight and ``seen``.
+EXCLUSION_ROW_NULLS = 2 + len(SUMMARY_COLUMNS) + 9 + 2
 
 
 def history_read(

@@ -108,6 +108,7 @@ def test_list_items_are_message_summaries(tool_api, world, timeline):
         "threadId": None,
         "content": "sample status 5",
         "createdAt": "2026-01-02T03:09:05Z",
+        "sourcesErased": False,
     }
 
 
@@ -629,6 +630,7 @@ def test_get_message_returns_exactly_the_summary_fields(tool_api, world):
         "threadId": None,
         "content": "sample status",
         "createdAt": "2026-01-02T03:04:05Z",
+        "sourcesErased": False,
     }
 
 
