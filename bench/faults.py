@@ -212,12 +212,15 @@ def run_faults(cluster: PrivateCluster, args: argparse.Namespace) -> int:
             cut = [o for o in killed["recorder"].outcomes if o.transport_error]
             others = [o for o in killed["recorder"].errors() if not o.transport_error]
             later = killed["after"].errors()
+            seen = Counter(
+                (o.endpoint, o.status, o.code, round(o.seconds, 1)) for o in [*others, *later]
+            )
             expect(
                 not others and not later,
                 f"kill: {len(cut)} requests cut with the worker "
                 f"({dict(Counter(o.endpoint for o in cut))}), {len(others)} other errors; "
                 f"{len(killed['after'].outcomes):,} requests after it, {len(later)} errors "
-                f"{dict(Counter((o.endpoint, o.status, o.code, round(o.seconds, 1)) for o in [*others, *later]))}",
+                f"{dict(seen)}",
             )
             for outcome in (o for o in cut if o.endpoint == "ingest"):
                 stored = Message.objects.filter(content__contains=outcome.marker).count()
