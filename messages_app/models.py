@@ -44,6 +44,8 @@ class Workspace(models.Model):
     language = models.CharField(
         max_length=63,
         default=DEFAULT_LANGUAGE,
+        # Also the column's default: COPY and hand-written INSERTs get it too.
+        db_default=DEFAULT_LANGUAGE,
         help_text="Text search configuration for search_history (stemming and stop words). "
         "After a change, run manage.py rebuild_search_documents --workspace SLUG.",
     )

@@ -51,6 +51,7 @@ from messages_app.models import (
     Message,
     MessageLineageRoom,
     Run,
+    ToolScope,
 )
 from search_app.models import MemoryLineage, MemoryRoom, MessageSearchDocument
 
@@ -136,6 +137,7 @@ class RunState:
 
     finished_at: datetime | None
     history_evidence_count: int
+    tool_scope: str = ToolScope.MEMBERSHIP
 
 
 def _same_person(account: str) -> str:
@@ -214,7 +216,7 @@ def scope_statement(lock: str | None) -> str:
     WITH run AS MATERIALIZED (
         SELECT r.id, r.agent_id, r.conversation_id AS destination_id, r.requester_id,
                r.current_message_id, r.recent_message_ids, r.finished_at,
-               r.history_evidence_count, d.kind AS destination_kind
+               r.history_evidence_count, r.tool_scope, d.kind AS destination_kind
         FROM {RUNS} AS r
         JOIN {CONVERSATIONS} AS d ON d.id = r.conversation_id
         WHERE r.workspace_id = %(p_workspace)s AND r.id = %(p_run)s
@@ -289,6 +291,7 @@ def run_scope(
         recent_message_ids,
         finished_at,
         history_evidence_count,
+        tool_scope,
         destination_kind,
         *arrays,
     ) = row
@@ -304,7 +307,9 @@ def run_scope(
         scope=dict(zip(SCOPE_NAMES, arrays, strict=True)),
     )
     return perspective, RunState(
-        finished_at=finished_at, history_evidence_count=history_evidence_count
+        finished_at=finished_at,
+        history_evidence_count=history_evidence_count,
+        tool_scope=tool_scope,
     )
 
 

@@ -124,7 +124,7 @@ def search_history(
     the whole call back (a constraint PostgreSQL checks only at COMMIT included). A query with
     no searchable word is refused before any of this and is not audited: nothing was searched.
     """
-    query = parse_query(query_text)
+    query = parse_query(query_text, workspace_id=workspace_id)
     now = now or timezone.now()
     filters_record = audit.filters_record(filters, limit=limit)
     with audit.audited_atomic():
@@ -321,6 +321,7 @@ def memory_search(
     What is returned joins the run's inputs (``RunMemory``), so a reply or memory written
     after it inherits the memories' lineage.
     """
+    # Memories are indexed in the default configuration, whatever the workspace's language.
     query = parse_query(query_text)
     with audit.audited_atomic():
         perspective, _ = _locked(workspace_id=workspace_id, run_id=run_id)

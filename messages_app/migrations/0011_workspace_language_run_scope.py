@@ -24,7 +24,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='workspace',
             name='language',
-            field=models.CharField(default='formation_english', help_text='Text search configuration for search_history (stemming and stop words). After a change, run manage.py rebuild_search_documents --workspace SLUG.', max_length=63),
+            field=models.CharField(db_default='formation_english', default='formation_english', help_text='Text search configuration for search_history (stemming and stop words). After a change, run manage.py rebuild_search_documents --workspace SLUG.', max_length=63),
         ),
         migrations.AddConstraint(
             model_name='run',
