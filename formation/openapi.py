@@ -58,7 +58,7 @@ from formation.errors import (
     error_body,
 )
 from formation.tool_urls import ToolListQuery
-from formation.tools import STYLES, TOOLS_BY_NAME, input_schema
+from formation.tools import QUERY_SYNTAX, STYLES, TOOLS_BY_NAME, input_schema
 from messages_app import filters
 from messages_app.models import ConversationKind
 from messages_app.serializers import (
@@ -80,6 +80,7 @@ from messages_app.serializers import (
     MessageSummarySerializer,
     RunCreateSerializer,
     RunSerializer,
+    RunStatusSerializer,
 )
 from search_app.queries import SPEAKERS
 from search_app.serializers import (
@@ -159,8 +160,16 @@ MembershipPage = _page("MembershipPage", MembershipSerializer)
 IdentityLinkPage = _page("IdentityLinkPage", IdentityLinkSerializer)
 
 
+class ToolMessageSummary(MessageSummarySerializer):
+    deliverable = serializers.BooleanField(
+        required=False,
+        help_text="Run tokens only: whether a reply citing this message would pass the final "
+        "delivery check now (false: reading it would block the run's reply).",
+    )
+
+
 class MessagePage(serializers.Serializer):
-    items = MessageSummarySerializer(many=True, help_text="Newest first.")
+    items = ToolMessageSummary(many=True, help_text="Newest first.")
     total = serializers.IntegerField(
         help_text="Live messages in the conversation (before beforeDate, if given)."
     )
@@ -173,7 +182,7 @@ class MessagePage(serializers.Serializer):
 
 
 class MessageSearchResult(serializers.Serializer):
-    items = MessageSummarySerializer(many=True, help_text="Newest first.")
+    items = ToolMessageSummary(many=True, help_text="Newest first.")
     total = serializers.IntegerField(help_text="The number of items returned by this call.")
     limit = serializers.IntegerField()
 
@@ -743,10 +752,11 @@ class RunViewSetSchema(_ServiceViewSet):
         ),
         "retrieve": extend_schema(
             summary="Get a run",
-            description=SERVICE,
+            description=f"{SERVICE} Whether it has replied, its tool scope, how many messages "
+            "its tools returned and how much of search_history's budget is left.",
             tags=[RUNTIME_TAG],
             parameters=[id_in_path()],
-            responses=answers({200: RunSerializer}, 401, 403, 404),
+            responses=answers({200: RunStatusSerializer}, 401, 403, 404),
         ),
     }
 
@@ -818,7 +828,7 @@ class MessageViewSchema(_Annotated):
             ),
             tags=[TOOLS_TAG],
             parameters=[id_in_path("message_id")],
-            responses=answers({200: MessageSummarySerializer}, 400, 401, 403, 404),
+            responses=answers({200: ToolMessageSummary}, 400, 401, 403, 404),
         ),
         "patch": extend_schema(
             operation_id="message_edit",
@@ -850,7 +860,8 @@ class SearchHistoryViewSchema(_Annotated):
                 "Needs a run token (an agent or service token, or a finished run, is "
                 "forbidden). Ranked full-text search over what the run's audience may receive; "
                 f"`speaker` is one of {', '.join(SPEAKERS)}; `null` means not given. Each run "
-                f"may bring in {EVIDENCE_BUDGET} distinct messages (hits and neighbours)."
+                f"may bring in {EVIDENCE_BUDGET} distinct messages (hits and neighbours). "
+                f"{QUERY_SYNTAX}"
             ),
             tags=[TOOLS_TAG],
             request=SearchHistorySerializer,

@@ -76,6 +76,23 @@ def _search_messages(caller: Caller, arguments: SearchMessagesQuery) -> dict[str
 
 # --- the definitions -------------------------------------------------------------------------
 
+# search_history's query syntax (SPEC §6), for its description here and in the OpenAPI schema.
+QUERY_SYNTAX = (
+    "Query syntax: words are alternatives (any of them may match); a group in double quotes is "
+    'one alternative that matches only where its words stand adjacent and in order ("release '
+    'train"); a word of at least two letters or digits ending in * matches by prefix (deploy* '
+    "finds deployment); every other character is plain text, and a quote without a partner is "
+    "an ordinary character. Chinese, Japanese and Korean text is found by any word of two or "
+    "more characters, also inside a sentence written without spaces."
+)
+# What the three membership tools add for a run token (runs that cannot be poisoned).
+DELIVERABLE_NOTE = (
+    " With a run token every message also carries deliverable: false means a reply citing it "
+    "would be refused (delivery_blocked), because the conversation you answer may not see it; "
+    "avoid reading such messages. A run created with toolScope deliverable is shown only the "
+    "messages its conversation may receive, as search_history."
+)
+
 AGENT_TOOLS: tuple[AgentTool, ...] = (
     AgentTool(
         name="list_messages",
@@ -86,7 +103,7 @@ AGENT_TOOLS: tuple[AgentTool, ...] = (
             "(exactly one of before, after or around). Only conversations this agent is a "
             "current member of can be read, and deleted messages never appear. It does not "
             "search: to find messages by their words use search_messages (exact text) or "
-            "search_history (ranked search over everything this run may use)."
+            "search_history (ranked search over everything this run may use)." + DELIVERABLE_NOTE
         ),
         arguments=ListMessagesQuery,
         argument_descriptions={
@@ -119,7 +136,7 @@ AGENT_TOOLS: tuple[AgentTool, ...] = (
             "Fetch one message by its id (a UUID taken from another tool's result). Answers "
             "not_found both when the message does not exist and when this agent may not read "
             "its conversation. To see the messages around it, use list_messages with around "
-            "set to this id."
+            "set to this id." + DELIVERABLE_NOTE
         ),
         arguments=GetMessageArguments,
         argument_descriptions={"messageId": "The message's id (a UUID)."},
@@ -136,6 +153,7 @@ AGENT_TOOLS: tuple[AgentTool, ...] = (
             "rank: no word forms, synonyms or paraphrases match, and % and _ are ordinary "
             "characters. To find what was said about a topic, or a decision, use "
             "search_history instead. total counts the items returned, not every match."
+            + DELIVERABLE_NOTE
         ),
         arguments=SearchMessagesQuery,
         argument_descriptions={
@@ -165,15 +183,17 @@ AGENT_TOOLS: tuple[AgentTool, ...] = (
             "are returned, and the run's current message and recent history are left out "
             "because you already have them. It is lexical full-text search, not semantic: "
             "synonyms and paraphrases do not match, so use the words people would have "
-            "written; for an exact phrase or code use search_messages. Needs a run token. A "
-            f"run may bring in at most {EVIDENCE_BUDGET} distinct messages through this tool; "
-            "after that it answers search_budget_exhausted."
+            "written; for an exact code or error string use search_messages. Needs a run "
+            f"token. A run may bring in at most {EVIDENCE_BUDGET} distinct messages through "
+            f"this tool; after that it answers search_budget_exhausted. {QUERY_SYNTAX}"
         ),
         arguments=SearchHistorySerializer,
         argument_descriptions={
             "query": (
-                "Words to look for, at most 500 characters and 24 distinct words. Common "
-                "words such as 'the' are ignored, so a query of only those is invalid."
+                "Words to look for, at most 500 characters and 24 distinct words, phrases or "
+                'prefixes: "quoted words" must be adjacent and in order, word* matches by '
+                "prefix. Common words such as 'the' are ignored, so a query of only those is "
+                "invalid."
             ),
             "speaker": (
                 "Whose messages count as hits: anyone (the default), requester (the person "

@@ -20,10 +20,10 @@ from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 
 from formation.errors import NotFound
-from messages_app.models import Conversation, Membership, Message
+from messages_app.models import Conversation, Membership, Message, Run
 
 Direction = Literal["before", "after", "around"]
 # search_messages reads this many of the workspace's newest messages before searching them all.
@@ -164,6 +164,13 @@ def get_or_not_found(queryset: QuerySet, pk: object):
     if obj is None:
         raise NotFound()
     return obj
+
+
+def run_status(*, workspace_id: uuid.UUID, run_id: object) -> Run:
+    """A run of the workspace with ``evidence_count``, the distinct messages its tools have
+    returned (``GET /runs/{id}``), or ``NotFound``."""
+    runs = Run.objects.filter(workspace_id=workspace_id).annotate(evidence_count=Count("evidence"))
+    return get_or_not_found(runs, run_id)
 
 
 def runtime_message(*, workspace_id: uuid.UUID, message_id: uuid.UUID) -> Message:

@@ -25,6 +25,7 @@ from formation.fields import (
     parse_rfc3339,
 )
 from messages_app.models import (
+    HISTORY_EVIDENCE_BUDGET,
     ConversationKind,
     IdentityLink,
     Membership,
@@ -32,6 +33,7 @@ from messages_app.models import (
     MessageRole,
     MessageStatus,
     Run,
+    ToolScope,
 )
 from messages_app.services import (
     MAX_BULK_MESSAGES,
@@ -262,6 +264,9 @@ def message_summary(message: Message) -> dict[str, Any]:
             "createdAt": format_timestamp(message.created_at),
         }
     )
+    deliverable = getattr(message, "deliverable", None)
+    if deliverable is not None:
+        summary["deliverable"] = deliverable
     return summary
 
 
@@ -299,6 +304,13 @@ class RunCreateSerializer(StrictSerializer):
     recentMessageIds = serializers.ListField(
         child=Id(), required=False, max_length=MAX_RECENT_MESSAGES
     )
+    toolScope = Choice(
+        choices=ToolScope.values,
+        required=False,
+        help_text="What list_messages, get_message and search_messages show the run's token: "
+        "membership (the default: what membership allows, each message flagged deliverable) "
+        "or deliverable (only what the destination may receive, as search_history).",
+    )
 
 
 class RunSerializer(serializers.Serializer):
@@ -315,6 +327,44 @@ class RunSerializer(serializers.Serializer):
             "conversationId": str(run.conversation_id),
             "requesterId": str(run.requester_id),
             "createdAt": format_timestamp(run.created_at),
+        }
+
+
+class RunBudgetSerializer(serializers.Serializer):
+    used = serializers.IntegerField()
+    limit = serializers.IntegerField(help_text=f"Always {HISTORY_EVIDENCE_BUDGET}.")
+    remaining = serializers.IntegerField()
+
+
+class RunStatusSerializer(RunSerializer):
+    """``GET /runs/{id}``: the run, whether it has replied, and what it has used."""
+
+    status = Choice(choices=["open", "replied"])
+    replyId = serializers.UUIDField(
+        allow_null=True,
+        help_text="Null while open (and for a run that replied before replies were recorded).",
+    )
+    repliedAt = serializers.DateTimeField(allow_null=True)
+    toolScope = Choice(choices=ToolScope.values)
+    evidenceCount = serializers.IntegerField(
+        help_text="Distinct messages the run's tools have returned (its evidence)."
+    )
+    budget = RunBudgetSerializer(help_text="search_history's evidence budget.")
+
+    def to_representation(self, run: Run) -> dict[str, Any]:
+        used = run.history_evidence_count
+        return {
+            **super().to_representation(run),
+            "status": "open" if run.finished_at is None else "replied",
+            "replyId": str(run.reply_id) if run.reply_id else None,
+            "repliedAt": format_timestamp(run.finished_at),
+            "toolScope": run.tool_scope,
+            "evidenceCount": run.evidence_count,
+            "budget": {
+                "used": used,
+                "limit": HISTORY_EVIDENCE_BUDGET,
+                "remaining": max(HISTORY_EVIDENCE_BUDGET - used, 0),
+            },
         }
 
 

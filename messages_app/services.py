@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -20,7 +20,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from formation.auth import token_digest
-from formation.errors import Forbidden, InvalidArguments, NotFound
+from formation.errors import InvalidArguments, NotFound
 from messages_app.models import (
     DEFAULT_LANGUAGE,
     Account,
@@ -38,9 +38,10 @@ from messages_app.models import (
     Run,
     RunEvidence,
     TokenKind,
+    ToolScope,
     Workspace,
 )
-from messages_app.selectors import text_search_configurations
+from messages_app.selectors import RunLens, text_search_configurations
 
 # A message stamped further in the future than this would sort above everything said later.
 MAX_CLOCK_SKEW = timedelta(minutes=5)
@@ -529,8 +530,10 @@ def run_create(
     requester_id: uuid.UUID,
     current_message_id: uuid.UUID | None = None,
     recent_message_ids: Iterable[uuid.UUID] = (),
+    tool_scope: str = ToolScope.MEMBERSHIP,
 ) -> tuple[Run, str]:
-    """Open a turn: the agent must be in the destination, the requester able to read it."""
+    """Open a turn: the agent must be in the destination, the requester able to read it.
+    ``tool_scope`` says what its token's membership tools show (``Run.tool_scope``)."""
     agent = Agent.objects.filter(workspace_id=workspace_id, pk=agent_id).first()
     if agent is None:
         raise InvalidArguments.for_field("agentId", "Unknown agentId.")
@@ -572,6 +575,7 @@ def run_create(
             requester_id=requester_id,
             current_message_id=current_message_id,
             recent_message_ids=recent,
+            tool_scope=tool_scope,
         )
         _, raw_token = token_create(
             workspace_id=workspace_id, kind=TokenKind.RUN, agent=agent, run=run
@@ -582,27 +586,28 @@ def run_create(
 # --- run evidence ---------------------------------------------------------------------------
 
 
-def run_open_for_tools(
-    *, workspace_id: uuid.UUID, run_id: uuid.UUID
-) -> tuple[uuid.UUID, uuid.UUID]:
-    """Share-lock the run until the caller's transaction ends; ``forbidden`` once finished.
+@dataclass(frozen=True)
+class RunTools:
+    """A run opened for a membership tool call: its destination, its requester, and the lens
+    its perspective puts on the tool's statement."""
 
-    The share lock makes a tool call and the run's reply (which takes the row ``FOR UPDATE``)
-    take turns: evidence recorded by a call is either seen by the delivery check or the call
-    finds the run finished and returns nothing. Returns the run's destination and requester.
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT finished_at, conversation_id, requester_id FROM {Run._meta.db_table} "
-            "WHERE workspace_id = %s AND id = %s FOR SHARE",
-            [workspace_id, run_id],
-        )
-        row = cursor.fetchone()
-    if row is None:
-        raise NotFound()
-    if row[0] is not None:
-        raise Forbidden("This run has finished; its tools are closed.")
-    return row[1], row[2]
+    destination_id: uuid.UUID
+    requester_id: uuid.UUID
+    lens: RunLens
+
+
+# Opens a run for a membership tool: share-locks its row until the caller's transaction ends,
+# answers ``forbidden`` once the run has finished, and returns its ``RunTools``. The perspective
+# rules belong to search_app, which sits above this app: it registers the opener when Django
+# starts (``SearchAppConfig.ready``), so this app never imports it.
+RunToolsOpener = Callable[..., RunTools]
+_run_tools_opener: RunToolsOpener | None = None
+
+
+def run_tools_register(opener: RunToolsOpener) -> None:
+    """Install the function that opens a run for the membership tools (see ``tool_call``)."""
+    global _run_tools_opener
+    _run_tools_opener = opener
 
 
 def run_evidence_record(
@@ -628,11 +633,13 @@ def run_evidence_record(
 
 @dataclass
 class ToolCall:
-    """One agent tool call: with a run token, the run's destination and requester, and what
-    the tool returned (recorded as the run's evidence when the call ends)."""
+    """One agent tool call: with a run token, the run's destination and requester, the lens its
+    perspective puts on the tool's statement, and what the tool returned (recorded as the
+    run's evidence when the call ends)."""
 
     destination_id: uuid.UUID | None = None
     requester_id: uuid.UUID | None = None
+    lens: RunLens | None = None
     returned_ids: list[uuid.UUID] = field(default_factory=list)
 
     def returned(self, messages: Iterable[Any]) -> None:
@@ -647,16 +654,26 @@ def tool_call(
     """Run an agent tool; with a run token, record what it returns as the run's evidence.
 
     For a run the read and the record share one transaction under the run's share lock, so a
-    failed call records nothing and a finished run's tools answer ``forbidden``. With an agent
-    token there is no run, no lock, no transaction and nothing to record: the tool's one
-    statement is its own.
+    failed call records nothing and a finished run's tools answer ``forbidden``; the statement
+    that takes the lock also reads the run's perspective, which the tool's statement applies
+    through ``ToolCall.lens``. The share lock makes a tool call and the run's reply (which takes
+    the row ``FOR UPDATE``) take turns: evidence recorded by a call is either seen by the
+    delivery check or the call finds the run finished and returns nothing. With an agent token
+    there is no run, no lock, no transaction and nothing to record: the tool's one statement is
+    its own.
     """
     if run_id is None:
         yield ToolCall()
         return
+    if _run_tools_opener is None:
+        raise RuntimeError("No run opener is registered: search_app must be installed.")
     with transaction.atomic():
-        destination_id, requester_id = run_open_for_tools(workspace_id=workspace_id, run_id=run_id)
-        call = ToolCall(destination_id=destination_id, requester_id=requester_id)
+        opened = _run_tools_opener(workspace_id=workspace_id, run_id=run_id)
+        call = ToolCall(
+            destination_id=opened.destination_id,
+            requester_id=opened.requester_id,
+            lens=opened.lens,
+        )
         yield call
         run_evidence_record(
             workspace_id=workspace_id, run_id=run_id, message_ids=call.returned_ids, tool=tool

@@ -2,7 +2,9 @@
 
 Each takes the authenticated caller and already-validated arguments and answers the JSON body
 of SPEC §5. With a run token, what it returns is recorded as the run's evidence in the same
-transaction as the read (``services.tool_call``).
+transaction as the read (``services.tool_call``), every message carries ``deliverable``, and a
+run whose ``toolScope`` is ``deliverable`` is shown only what its destination may receive (the
+run's lens, ``selectors.RunLens``).
 """
 
 from __future__ import annotations
@@ -29,11 +31,17 @@ def list_messages(caller: Caller, params: dict[str, Any]) -> dict[str, Any]:
     ) as call:
         if "direction" in params:
             page = selectors.message_list_around(
-                **scope, anchor_id=params["anchorId"], direction=params["direction"]
+                **scope,
+                anchor_id=params["anchorId"],
+                direction=params["direction"],
+                lens=call.lens,
             )
         else:
             page = selectors.message_list(
-                **scope, offset=params["offset"], before_date=params.get("beforeDate")
+                **scope,
+                offset=params["offset"],
+                before_date=params.get("beforeDate"),
+                lens=call.lens,
             )
         call.returned(page.items)
     body = {
@@ -53,7 +61,10 @@ def get_message(caller: Caller, message_id: uuid.UUID) -> dict[str, Any]:
         workspace_id=caller.workspace_id, run_id=caller.run_id, tool="get_message"
     ) as call:
         message = selectors.message_get(
-            workspace_id=caller.workspace_id, agent_id=caller.agent_id, message_id=message_id
+            workspace_id=caller.workspace_id,
+            agent_id=caller.agent_id,
+            message_id=message_id,
+            lens=call.lens,
         )
         call.returned([message])
     return message_summary(message)
@@ -71,6 +82,7 @@ def search_messages(caller: Caller, params: dict[str, Any]) -> dict[str, Any]:
             query=params["query"],
             limit=params["limit"],
             conversation_id=params.get("conversationId"),
+            lens=call.lens,
         )
         audit.lookup_event_record(
             tool=SearchTool.SEARCH_MESSAGES,

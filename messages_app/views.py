@@ -30,7 +30,7 @@ from messages_app.filters import (
     IdentityLinkFilter,
     MembershipFilter,
 )
-from messages_app.models import Account, Agent, Conversation, IdentityLink, Run
+from messages_app.models import Account, Agent, Conversation, IdentityLink, Run, ToolScope
 from messages_app.selectors import get_or_not_found
 from messages_app.serializers import (
     AccountCreateSerializer,
@@ -51,6 +51,7 @@ from messages_app.serializers import (
     MessageEditSerializer,
     RunCreateSerializer,
     RunSerializer,
+    RunStatusSerializer,
     SearchMessagesQuery,
     message_summary,
 )
@@ -251,8 +252,14 @@ class RunViewSet(ServiceViewSet):
             requester_id=data["requesterId"],
             current_message_id=data.get("currentMessageId"),
             recent_message_ids=data.get("recentMessageIds", []),
+            tool_scope=data.get("toolScope", ToolScope.MEMBERSHIP),
         )
         return Response({**RunSerializer(run).data, "token": token}, status=status.HTTP_201_CREATED)
+
+    def retrieve(self, request: Request, pk: str) -> Response:
+        check_query_keys(request, allowed=set())
+        run = selectors.run_status(workspace_id=request.user.workspace_id, run_id=pk)
+        return Response(RunStatusSerializer(run).data)
 
 
 # --- agent tools ---------------------------------------------------------------------------

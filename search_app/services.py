@@ -29,6 +29,7 @@ from formation.errors import (
 )
 from formation.fields import camel_case
 from messages_app.models import (
+    HISTORY_EVIDENCE_BUDGET,
     Conversation,
     Message,
     MessageLineage,
@@ -42,7 +43,7 @@ from search_app.perspective import Perspective, run_scope
 from search_app.queries import HistoryFilters, Hit, delivery_blockers, history_read, memory_hits
 from search_app.text import highlights, parse_query
 
-EVIDENCE_BUDGET = 400
+EVIDENCE_BUDGET = HISTORY_EVIDENCE_BUDGET
 SEARCH_TOOL = "search_history"
 
 
@@ -232,7 +233,9 @@ def run_reply(*, workspace_id: uuid.UUID, run_id: uuid.UUID, content: str) -> Me
             lineage_cap=None,
         )
         _inherit_recalled_rooms(perspective, reply)
-        Run.objects.filter(workspace_id=workspace_id, pk=run_id).update(finished_at=timezone.now())
+        Run.objects.filter(workspace_id=workspace_id, pk=run_id).update(
+            finished_at=timezone.now(), reply=reply
+        )
     return reply
 
 
