@@ -781,8 +781,10 @@ class RunAdmin(ReadOnlyAdmin):
         "requester",
         "current_message",
         "recent_message_ids",
+        "tool_scope",
         "created_at",
         "finished_at",
+        "reply",
     )
     readonly_fields = fields
     inlines = (RunEvidenceInline,)
