@@ -171,6 +171,7 @@ def make_run(
     requester: Account,
     current: Message | None = None,
     recent: tuple[Message, ...] = (),
+    tool_scope: str = "membership",
 ) -> tuple[Run, APIClient]:
     """A run through the real service, with an API client holding its run token."""
     run, raw = services.run_create(
@@ -180,6 +181,7 @@ def make_run(
         requester_id=requester.id,
         current_message_id=current.id if current else None,
         recent_message_ids=[m.id for m in recent],
+        tool_scope=tool_scope,
     )
     return run, bearer_client(raw)
 
