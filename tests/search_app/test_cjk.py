@@ -25,7 +25,6 @@ from tests.factories import at
 pytestmark = pytest.mark.django_db
 
 NOW = at(30 * 24 * 60)
-EARLY = at(-600)
 
 JAPANESE = "来週のデータベース移行について決めました"
 CHINESE = "数据库迁移计划在星期五"
@@ -35,24 +34,15 @@ KOREAN = "데이터베이스이전계획을금요일에확정했습니다"
 @pytest.fixture
 def room(db):
     """A private room that the agent, Alice (the requester) and Bob joined before anything."""
-    workspace = factories.make_workspace("cjk")
-    agent = factories.make_agent(workspace)
-    alice = factories.make_account(workspace, "Alice Example")
-    bob = factories.make_account(workspace, "Bob Example")
-    room = factories.make_conversation(workspace, "private", "destination")
-    for member in (agent, alice, bob):
-        factories.join(room, member, joined_at=EARLY)
-    room.agent, room.alice, room.bob = agent, alice, bob
-    return room
+    return factories.joined_room(factories.make_workspace("cjk"), "Alice Example", "Bob Example")
 
 
 def say(room, text: str, minute: float):
-    return factories.post(room, room.bob, text, created_at=at(minute))
+    return factories.post(room, room.people[1], text, created_at=at(minute))
 
 
 def search(room, query: str):
-    run, _ = factories.make_run(room.agent, room, room.alice)
-    return factories.history(run, query, now=NOW)
+    return factories.room_history(room, query, NOW)
 
 
 def found(result) -> list:
@@ -163,8 +153,8 @@ def test_perspective_rules_apply_to_cjk_hits(room):
     """A room the agent never joined holds the same word: never returned."""
     visible = say(room, CHINESE, 0)
     hidden = factories.make_conversation(room.workspace, "private", "hidden")
-    factories.join(hidden, room.alice, joined_at=EARLY)
-    factories.post(hidden, room.alice, CHINESE, created_at=at(1))
+    factories.join(hidden, room.people[0], joined_at=factories.EARLY)
+    factories.post(hidden, room.people[0], CHINESE, created_at=at(1))
 
     result = search(room, "迁移")
 
@@ -232,7 +222,7 @@ def test_search_messages_finds_short_cjk_substrings_through_the_whole_history(ro
     services.messages_create(
         conversation=room,
         drafts=[
-            services.MessageDraft(content=f"filler {i}", sender_account_id=room.bob.id)
+            services.MessageDraft(content=f"filler {i}", sender_account_id=room.people[1].id)
             for i in range(selectors.SEARCH_WALK + 20)
         ],
     )

@@ -26,29 +26,20 @@ from tests.factories import at
 pytestmark = pytest.mark.django_db
 
 NOW = at(30 * 24 * 60)
-EARLY = at(-600)
 
 
 def room_in(language: str | None, slug: str):
     """A private room of a new workspace in ``language`` (the default without one)."""
     extra = {} if language is None else {"language": language}
-    workspace = services.workspace_create(slug=slug, **extra)
-    agent = factories.make_agent(workspace)
-    alice = factories.make_account(workspace, "Alice Example")
-    room = factories.make_conversation(workspace, "private", "destination")
-    for member in (agent, alice):
-        factories.join(room, member, joined_at=EARLY)
-    room.agent, room.alice = agent, alice
-    return room
+    return factories.joined_room(services.workspace_create(slug=slug, **extra), "Alice Example")
 
 
 def say(room, text: str, minute: float):
-    return factories.post(room, room.alice, text, created_at=at(minute))
+    return factories.post(room, room.people[0], text, created_at=at(minute))
 
 
 def hits(room, query: str) -> list:
-    run, _ = factories.make_run(room.agent, room, room.alice)
-    return [hit.message.id for hit in factories.history(run, query, now=NOW).hits]
+    return [hit.message.id for hit in factories.room_history(room, query, NOW).hits]
 
 
 def test_a_german_workspace_conflates_german_inflections(db):

@@ -25,7 +25,6 @@ from tests.factories import at
 pytestmark = pytest.mark.django_db
 
 NOW = at(30 * 24 * 60)
-EARLY = at(-600)
 URL = "/api/v1/history/search"
 ADJACENT = "the release train leaves on friday"
 APART = "the train release is delayed"
@@ -33,23 +32,15 @@ APART = "the train release is delayed"
 
 @pytest.fixture
 def room(db):
-    workspace = factories.make_workspace("syntax")
-    agent = factories.make_agent(workspace)
-    alice = factories.make_account(workspace, "Alice Example")
-    room = factories.make_conversation(workspace, "private", "destination")
-    for member in (agent, alice):
-        factories.join(room, member, joined_at=EARLY)
-    room.agent, room.alice = agent, alice
-    return room
+    return factories.joined_room(factories.make_workspace("syntax"), "Alice Example")
 
 
 def say(room, text: str, minute: float):
-    return factories.post(room, room.alice, text, created_at=at(minute))
+    return factories.post(room, room.people[0], text, created_at=at(minute))
 
 
 def search(room, query: str):
-    run, _ = factories.make_run(room.agent, room, room.alice)
-    return factories.history(run, query, now=NOW)
+    return factories.room_history(room, query, NOW)
 
 
 def ids(result) -> list:
@@ -213,7 +204,7 @@ def test_any_text_with_quotes_and_stars_is_a_search_or_invalid_arguments(room, t
     if not hasattr(room, "client"):
         say(room, ADJACENT, 0)
         say(room, "来週のデータベース移行", 1)
-        _, room.client = factories.make_run(room.agent, room, room.alice)
+        _, room.client = factories.make_run(room.agent, room, room.people[0])
     body = json.dumps({"query": text or " ", "limit": 20})
     try:
         with transaction.atomic():
