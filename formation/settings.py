@@ -278,6 +278,11 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "formation.openapi.add_links",
     ],
+    # A run's status is not a message's (both fields are named "status").
+    "ENUM_NAME_OVERRIDES": {
+        "StatusEnum": ["sent", "pending", "failed"],
+        "RunStatusEnum": ["open", "replied"],
+    },
     # PATCH /messages/{id} requires its one field: no "Patched" all-optional component.
     "COMPONENT_SPLIT_PATCH": False,
     # Swagger UI is served from our static files (drf-spectacular-sidecar), so /api/docs/ works

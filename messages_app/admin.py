@@ -59,6 +59,7 @@ from messages_app.models import (
     RunEvidence,
     Workspace,
 )
+from messages_app.selectors import text_search_configurations
 
 DELETED_PLACEHOLDER = "(deleted)"
 ERASED_SOURCE = " (erased)"
@@ -314,17 +315,43 @@ class ReadOnlyAdmin(FormationAdminMixin, UuidSearchMixin, admin.ModelAdmin):
         return False
 
 
+class WorkspaceForm(forms.ModelForm):
+    """The language is picked from the database's text search configurations."""
+
+    language = forms.ChoiceField(help_text=Workspace._meta.get_field("language").help_text)
+
+    class Meta:
+        model = Workspace
+        fields = ("slug", "name", "language", "created_at")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["language"].choices = [(name, name) for name in text_search_configurations()]
+
+
 @admin.register(Workspace)
 class WorkspaceAdmin(FormationAdminMixin, UuidSearchMixin, admin.ModelAdmin):
-    list_display = ("slug", "name", created, "id")
+    form = WorkspaceForm
+    list_display = ("slug", "name", "language", created, "id")
     search_fields = ("slug", "name")
     # Retention is set through the API (PUT /api/v1/retention), like every lifecycle change.
     readonly_fields = ("id", "retention_days")
-    fields = ("id", "slug", "name", "created_at", "retention_days")
+    fields = ("id", "slug", "name", "language", "created_at", "retention_days")
 
     def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         """Every row of the tenant holds a PROTECT reference to its workspace."""
         return False
+
+    def save_model(self, request: HttpRequest, obj: Workspace, form: Any, change: bool) -> None:
+        """Documents keep the language they were written in until they are rebuilt: say so."""
+        super().save_model(request, obj, form, change)
+        if change and "language" in form.changed_data:
+            self.message_user(
+                request,
+                "Search documents of this workspace still use its former language: run "
+                f"manage.py rebuild_search_documents --workspace {obj.slug}",
+                messages.WARNING,
+            )
 
 
 @admin.register(Account)
@@ -785,8 +812,10 @@ class RunAdmin(ReadOnlyAdmin):
         "requester",
         "current_message",
         "recent_message_ids",
+        "tool_scope",
         "created_at",
         "finished_at",
+        "reply",
     )
     readonly_fields = fields
     inlines = (RunEvidenceInline,)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import django_filters
+from django.core.exceptions import ValidationError
 
 from messages_app.models import (
     Account,
@@ -16,10 +17,27 @@ from messages_app.models import (
 )
 
 
+class _PresentChoiceField(django_filters.fields.ChoiceField):
+    """A choice that may be left out but not sent empty: ``?kind=`` is none of the values the
+    schema lists, so it is refused like any other, instead of silently filtering nothing."""
+
+    def to_python(self, value: object) -> object:
+        return None if value is None else super().to_python(value)
+
+    def validate(self, value: object) -> None:
+        if value == "":
+            raise ValidationError(self.error_messages["invalid_choice"], code="invalid_choice")
+        super().validate(value)
+
+
+class _ChoiceFilter(django_filters.ChoiceFilter):
+    field_class = _PresentChoiceField
+
+
 def choice_filter(field_name: str, choices) -> django_filters.ChoiceFilter:
     """A ChoiceFilter whose error names the allowed values, never the value sent."""
     allowed = ", ".join(value for value, _ in choices)
-    return django_filters.ChoiceFilter(
+    return _ChoiceFilter(
         field_name=field_name,
         choices=choices,
         error_messages={"invalid_choice": f"Must be one of: {allowed}."},

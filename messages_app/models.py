@@ -42,10 +42,27 @@ def _retention_in_range(field: str, name: str) -> models.CheckConstraint:
     )
 
 
+# The text search configuration a workspace gets unless it names another: PostgreSQL's
+# ``english`` with accents folded before the stemmer (search_app migration 0001).
+DEFAULT_LANGUAGE = "formation_english"
+
+
 class Workspace(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200, blank=True)
+    # The name of a PostgreSQL text search configuration (pg_ts_config, e.g. ``german``):
+    # stemming and stop words for its search documents and queries. Text, not ``regconfig``,
+    # so a dump restores and pg_upgrade accepts the table; a trigger refuses a name the
+    # database has no configuration for (migration 0011).
+    language = models.CharField(
+        max_length=63,
+        default=DEFAULT_LANGUAGE,
+        # Also the column's default: COPY and hand-written INSERTs get it too.
+        db_default=DEFAULT_LANGUAGE,
+        help_text="Text search configuration for search_history (stemming and stop words). "
+        "After a change, run manage.py rebuild_search_documents --workspace SLUG.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
     retention_days = models.PositiveIntegerField(
         null=True,
@@ -517,6 +534,11 @@ class IdentityLink(models.Model):
         return f"{self.account_id} ~ {self.linked_account_id} ({self.status})"
 
 
+class ToolScope(models.TextChoices):
+    MEMBERSHIP = "membership", "Membership (each message flagged deliverable)"
+    DELIVERABLE = "deliverable", "Deliverable to the destination only"
+
+
 class Run(models.Model):
     """One agent turn, created by the runtime; its tools take agent and audience from here."""
 
@@ -538,10 +560,30 @@ class Run(models.Model):
     # a search that waited for the lock reads the count the previous one committed, where a
     # count of evidence rows in the same statement would still see its older snapshot.
     history_evidence_count = models.PositiveIntegerField(default=0, editable=False)
+    # What the membership tools (list_messages, get_message, search_messages) return to this
+    # run's token: everything membership allows, each message flagged ``deliverable``, or
+    # only what the destination may receive (SPEC §3, as search_history applies it).
+    tool_scope = models.CharField(
+        max_length=16, choices=ToolScope.choices, default=ToolScope.MEMBERSHIP
+    )
+    # The reply the run delivered (set with ``finished_at``; null for runs that replied
+    # before this column existed). A composite key keeps it in the destination (migration 0011).
+    reply = models.ForeignKey(
+        Message, on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False
+    )
 
     class Meta:
         ordering = ["workspace_id", "-created_at", "id"]
-        constraints = [_workspace_key("run")]
+        constraints = [
+            _workspace_key("run"),
+            models.CheckConstraint(
+                condition=Q(tool_scope__in=ToolScope.values), name="run_tool_scope_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(reply__isnull=True) | Q(finished_at__isnull=False),
+                name="run_reply_only_when_finished",
+            ),
+        ]
         indexes = [models.Index(fields=["workspace", "agent", "created_at"], name="run_ws_agent")]
 
     def __str__(self) -> str:

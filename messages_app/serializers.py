@@ -210,8 +210,16 @@ class IdentityLinkSerializer(Shape):
     revokedAt = serializers.DateTimeField(source="revoked_at", allow_null=True)
 
 
+class ToolMessageSummary(MessageSummarySerializer):
+    deliverable = serializers.BooleanField(
+        required=False,
+        help_text="Run tokens only: whether a reply citing this message would pass the final "
+        "delivery check now (false: reading it would block the run's reply).",
+    )
+
+
 class MessagePage(Shape):
-    items = MessageSummarySerializer(many=True, help_text="Newest first.")
+    items = ToolMessageSummary(many=True, help_text="Newest first.")
     total = serializers.IntegerField(
         help_text="Live messages in the conversation (before beforeDate, if given)."
     )
@@ -224,7 +232,7 @@ class MessagePage(Shape):
 
 
 class MessageSearchResult(Shape):
-    items = MessageSummarySerializer(many=True, help_text="Newest first.")
+    items = ToolMessageSummary(many=True, help_text="Newest first.")
     total = serializers.IntegerField(help_text="The number of items returned by this call.")
     limit = serializers.IntegerField()
 

@@ -24,6 +24,7 @@ from formation.auth import token_digest
 from formation.errors import InvalidArguments, NotFound
 from messages_app import lifecycle
 from messages_app.models import (
+    DEFAULT_LANGUAGE,
     Account,
     Agent,
     ApiToken,
@@ -38,6 +39,7 @@ from messages_app.models import (
     Run,
     Workspace,
 )
+from messages_app.selectors import text_search_configurations
 
 # A message stamped further in the future than this would sort above everything said later.
 MAX_CLOCK_SKEW = timedelta(minutes=5)
@@ -56,10 +58,15 @@ MAX_RECENT_MESSAGES = 1_000
 SourceId = TypeVar("SourceId", uuid.UUID, str)
 
 
-def workspace_create(*, slug: str, name: str = "") -> Workspace:
+def workspace_create(*, slug: str, name: str = "", language: str = DEFAULT_LANGUAGE) -> Workspace:
+    """A new workspace whose search uses text search configuration ``language``."""
+    if language not in text_search_configurations():
+        raise InvalidArguments.for_field(
+            "language", "Not a text search configuration of this database (see pg_ts_config)."
+        )
     try:
         with transaction.atomic():
-            return Workspace.objects.create(slug=slug, name=name or slug)
+            return Workspace.objects.create(slug=slug, name=name or slug, language=language)
     except IntegrityError as duplicate:
         raise InvalidArguments("A workspace with this slug already exists.") from duplicate
 

@@ -74,6 +74,7 @@ from messages_app.serializers import (
     MessagePage,
     MessageSearchResult,
     MessageSummarySerializer,
+    ToolMessageSummary,
 )
 
 PAGE_KEYS = {"limit", "offset"}
@@ -467,7 +468,7 @@ class SearchMessagesView(ToolView):
         ),
         tags=[TOOLS_TAG],
         parameters=[id_in_path("message_id")],
-        responses=answers({200: MessageSummarySerializer}, 400, 401, 403, 404),
+        responses=answers({200: ToolMessageSummary}, 400, 401, 403, 404),
     ),
     patch=extend_schema(
         operation_id="message_edit",

@@ -56,6 +56,10 @@ def at(minutes: float) -> datetime:
     return T0 + timedelta(minutes=minutes)
 
 
+# Ten hours before ``T0``: memberships that began long before any message a test stamps.
+EARLY = at(-600)
+
+
 def make_workspace(slug: str | None = None) -> Workspace:
     return services.workspace_create(slug=slug or f"ws-{next(_counter)}")
 
@@ -181,12 +185,35 @@ def other_workspace() -> tuple[Workspace, Agent, Conversation, Message]:
     return workspace, agent, room, message
 
 
+def joined_room(
+    workspace: Workspace, *names: str, kind: str = "private", joined_at: datetime = EARLY
+) -> Conversation:
+    """A room that a new agent and new accounts named ``names`` joined at ``joined_at`` (long
+    before the times tests stamp around ``T0``), with them as ``room.agent`` and
+    ``room.people``."""
+    agent = make_agent(workspace)
+    people = [make_account(workspace, name) for name in names]
+    room = make_conversation(workspace, kind, "destination")
+    for member in (agent, *people):
+        join(room, member, joined_at=joined_at)
+    room.agent, room.people = agent, people
+    return room
+
+
+def room_history(room: Conversation, query: str, now: datetime):
+    """search_history from a new run of ``joined_room``'s agent there, asked by its first
+    person."""
+    run, _ = make_run(room.agent, room, room.people[0])
+    return history(run, query, now=now)
+
+
 def make_run(
     agent: Agent,
     destination: Conversation,
     requester: Account,
     current: Message | None = None,
     recent: tuple[Message, ...] = (),
+    tool_scope: str = "membership",
 ) -> tuple[Run, APIClient]:
     """A run through the real service, with an API client holding its run token."""
     run, raw = run_create(
@@ -196,6 +223,7 @@ def make_run(
         requester_id=requester.id,
         current_message_id=current.id if current else None,
         recent_message_ids=[m.id for m in recent],
+        tool_scope=tool_scope,
     )
     return run, bearer_client(raw)
 
