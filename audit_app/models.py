@@ -135,3 +135,69 @@ class ConversationSearchEvent(models.Model):
     def __str__(self) -> str:
         """The tool, the agent's name and the time, for the admin's titles (never the query)."""
         return f"{self.tool} by {self.agent} at {self.created_at:%Y-%m-%d %H:%M:%S}"
+
+
+INSPECT_LIFECYCLE_PERMISSION = "audit_app.inspect_lifecycle"
+
+
+class LifecycleAction(models.TextChoices):
+    RETENTION = "retention"
+    ERASURE = "erasure"
+    HOLD_PLACED = "hold_placed", "hold placed"
+    HOLD_RELEASED = "hold_released", "hold released"
+    EXPORT = "export"
+
+
+class LifecycleOutcome(models.TextChoices):
+    # Written when the work starts; a row still "started" is a run that did not finish (its
+    # counts are what it had committed).
+    STARTED = "started"
+    COMPLETED = "completed"
+    REFUSED = "refused", "refused (legal hold)"
+    INTERRUPTED = "interrupted"
+
+
+class LifecycleSubject(models.TextChoices):
+    WORKSPACE = "workspace"
+    CONVERSATION = "conversation"
+    ACCOUNT = "account"
+
+
+class LifecycleEvent(models.Model):
+    """One retention run, erasure, hold placement or release, or export: who, what, when and
+    how many; never message text, names or the hold's reference.
+
+    Ids only, without foreign keys: the record names what it touched as plain values its caller
+    gives (``audit_app.lifecycle``), so it never depends on the rows it describes.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workspace_id = models.UUIDField()
+    action = models.CharField(max_length=32, choices=LifecycleAction.choices)
+    subject_kind = models.CharField(max_length=16, choices=LifecycleSubject.choices)
+    subject_id = models.UUIDField(help_text="The workspace, conversation or account.")
+    hold_id = models.UUIDField(null=True, blank=True)
+    actor = models.CharField(
+        max_length=100, help_text="The token's kind and prefix, or the management command."
+    )
+    actor_token_id = models.UUIDField(null=True, blank=True)
+    outcome = models.CharField(
+        max_length=16, choices=LifecycleOutcome.choices, default=LifecycleOutcome.STARTED
+    )
+    counts = models.JSONField(default=dict, help_text="How many rows of each kind it touched.")
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "lifecycle_events"
+        ordering = ["-created_at", "id"]
+        default_permissions = ()
+        permissions = [("inspect_lifecycle", "Can inspect lifecycle records")]
+        indexes = [
+            models.Index(fields=["workspace_id", "created_at"], name="lifecycle_workspace"),
+            models.Index(fields=["subject_id", "created_at"], name="lifecycle_subject"),
+            models.Index(fields=["created_at"], name="lifecycle_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} of {self.subject_kind} at {self.created_at:%Y-%m-%d %H:%M:%S}"

@@ -2,11 +2,14 @@
 
     DATABASE_URL=postgresql://... .venv/bin/python bench/benchmark.py --seed 1 \
         [--messages 1000000] [--requests 30] [--history-query 'label=text' ...] \
-        [--output bench/results.md]
+        [--cjk-messages 3000] [--output bench/results.md]
 
 On the corpus of ``manage.py generate_corpus --seed S`` (loaded first with ``--messages N`` if
 this database does not hold it yet), as the corpus's busy agent, every row does one piece of
-work three ways:
+work three ways. search_history has a row per frequency band, then one per part of its query
+syntax: a quoted phrase of two common words, a prefix of a mid word, and a CJK word found
+inside sentences without spaces (synthetic CJK messages are added to the agent's destination
+for it, once):
 
 - **API**: an HTTP request over one keep-alive loopback connection to gunicorn
   (``formation/gunicorn_conf.py``: its asyncio workers), timed from sending the request to reading
@@ -64,7 +67,7 @@ import uuid
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Protocol
 
@@ -99,7 +102,13 @@ from messages_app.models import (  # noqa: E402
     TokenKind,
     Workspace,
 )
-from messages_app.services import account_create, token_create, workspace_create  # noqa: E402
+from messages_app.services import (  # noqa: E402
+    MessageDraft,
+    account_create,
+    messages_create,
+    token_create,
+    workspace_create,
+)
 from search_app.perspective import Perspective  # noqa: E402
 from search_app.queries import HistoryFilters, hits_statement  # noqa: E402
 from search_app.text import parse_query  # noqa: E402
@@ -113,6 +122,16 @@ from synthetic.corpus import (  # noqa: E402
 
 # Ranks in the corpus vocabulary (rank r is drawn with weight 1/r).
 BANDS = {"rare": (15_000, 12_000, 9_000), "mid": (300, 250, 200), "common": (2, 3, 5)}
+# The query syntax's rows: a phrase of two common words (adjacent in many messages, apart in
+# many more: the costly case of the position check) and the prefix of a mid word.
+PHRASE_RANKS = (2, 3)
+PREFIX_RANK = 250
+# The CJK row: synthetic Japanese-like sentences (ideographs, kana particles, no spaces, no
+# real words) mixed into the busy agent's destination over the corpus's last half year, so they
+# are neither the newest rows nor outside the agent's membership; a mid-frequency word of them.
+CJK_MESSAGES = 3_000
+CJK_MARK = "\u3013"  # starts every such message, so a later run finds them already there
+CJK_QUERY_RANK = 40
 SUBSTRINGS = {"rare": 15_000, "common": 1}
 PAGE = 50
 INGEST_WORKSPACE = "bench-ingest"
@@ -120,7 +139,7 @@ DEEP_OFFSET = 100_000  # list_messages' largest offset
 SEARCH_LIMIT = 20
 SUMMARY = (
     "m.id, m.conversation_id, m.seq, m.role, m.status, m.sender_account_id, m.sender_agent_id, "
-    "m.reply_to_id, m.thread_id, m.content, m.created_at"
+    "m.reply_to_id, m.thread_id, m.content, m.created_at, m.sources_erased"
 )
 MEMBER = (
     "EXISTS (SELECT 1 FROM messages_app_membership AS a WHERE a.workspace_id = %(ws)s "
@@ -595,11 +614,60 @@ class HistoryCase:
     floor_terms: str
 
 
-def history_cases(words: list[str], extra: list[tuple[str, str]]) -> list[HistoryCase]:
-    """The three frequency bands, as the issue defined their floors, then ``--history-query``.
+def cjk_vocabulary(seed: int) -> list[str]:
+    """Synthetic CJK words of two or three ideographs, most frequent first."""
+    rng = random.Random(f"formation-bench-cjk:{seed}")
+    words: dict[str, None] = {}
+    while len(words) < 2_000:
+        length = rng.choice((2, 2, 3))
+        words["".join(chr(0x4E00 + rng.randrange(600)) for _ in range(length))] = None
+    return list(words)
 
-    An extra text's bare floor uses the product's own OR of its lexemes (``parse_query``),
-    since arbitrary text (CJK, phrases) has no corpus word list to OR.
+
+def seed_cjk(scene: Scene, seed: int, count: int) -> str:
+    """Make sure the destination holds ``count`` synthetic CJK messages; their query word."""
+    vocabulary = cjk_vocabulary(seed)
+    have = Message.objects.filter(
+        conversation=scene.destination, content__startswith=CJK_MARK
+    ).count()
+    if have < count:
+        rng = random.Random(f"formation-bench-cjk-text:{seed}:{have}")
+        joined = (
+            Membership.objects.filter(conversation=scene.destination, agent=scene.agent)
+            .order_by("-joined_at")
+            .values_list("joined_at", flat=True)
+            .first()
+        )
+        end = timezone.now() - timedelta(days=1)
+        start = max(joined, end - timedelta(days=180))
+        weights = [1 / rank for rank in range(1, len(vocabulary) + 1)]
+        particles = ("の", "を", "に", "は", "で", "と", "が")
+
+        def sentence() -> str:
+            chosen = rng.choices(vocabulary, weights=weights, k=rng.randint(6, 24))
+            return CJK_MARK + "".join(word + rng.choice(particles) for word in chosen) + "。"
+
+        for first in range(have, count, 1_000):
+            drafts = [
+                MessageDraft(
+                    content=sentence(),
+                    sender_account_id=scene.requester_id,
+                    created_at=start + (end - start) * rng.random(),
+                )
+                for _ in range(min(1_000, count - first))
+            ]
+            messages_create(conversation=scene.destination, drafts=drafts)
+    return vocabulary[CJK_QUERY_RANK - 1]
+
+
+def history_cases(
+    words: list[str], extra: list[tuple[str, str]], cjk_word: str | None
+) -> list[HistoryCase]:
+    """The three frequency bands, as the issue defined their floors, the query syntax's rows
+    (a phrase, a prefix, a CJK word when ``cjk_word``), then ``--history-query``.
+
+    The syntax rows' and an extra text's bare floor use the product's own OR of its terms
+    (``parse_query``), since arbitrary text (CJK, phrases) has no corpus word list to OR.
     """
     cases = []
     for band, ranks in BANDS.items():
@@ -612,7 +680,13 @@ def history_cases(words: list[str], extra: list[tuple[str, str]]) -> list[Histor
                 " | ".join(terms),
             )
         )
-    for label, text in extra:
+    syntax = [
+        ("phrase", '"' + " ".join(words[rank - 1] for rank in PHRASE_RANKS) + '"'),
+        ("prefix", words[PREFIX_RANK - 1][:4] + "*"),
+    ]
+    if cjk_word is not None:
+        syntax.append(("CJK word", cjk_word))
+    for label, text in [*syntax, *extra]:
         try:
             query = parse_query(text)
         except InvalidArguments:
@@ -692,7 +766,8 @@ def benchmark(args: argparse.Namespace) -> tuple[list[Row], dict[str, object]]:
     n, warm, counted = args.requests, args.warmup, args.statement_samples
     scene = prepare_scene(args.seed, rng, samples=n + warm + counted)
     words = corpus_vocabulary(args.seed)
-    cases = history_cases(words, args.history_query)
+    cjk_word = seed_cjk(scene, args.seed, args.cjk_messages) if args.cjk_messages else None
+    cases = history_cases(words, args.history_query, cjk_word)
     # No server-side prepared statements: a generic plan cannot see the search pattern, and
     # Django (client-side binding) never uses one either; the floor gets the same plans.
     raw = psycopg.connect(os.environ["DATABASE_URL"], autocommit=True, prepare_threshold=None)
@@ -1024,6 +1099,13 @@ def main() -> None:
         default=[],
         metavar="LABEL=TEXT",
         help="An extra search_history row for this query text, named LABEL (repeatable).",
+    )
+    parser.add_argument(
+        "--cjk-messages",
+        type=int,
+        default=CJK_MESSAGES,
+        help="Synthetic CJK messages in the busy agent's destination for the CJK row, added "
+        f"once (default {CJK_MESSAGES:,}; 0: no CJK row).",
     )
     parser.add_argument("--bulk-size", type=int, default=1_000, help="Messages per bulk request.")
     parser.add_argument(

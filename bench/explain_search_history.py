@@ -32,7 +32,7 @@ from django.utils import timezone  # noqa: E402
 from messages_app.models import Conversation, Message  # noqa: E402
 from search_app import services  # noqa: E402
 from search_app.perspective import Perspective  # noqa: E402
-from search_app.queries import HistoryFilters, _hits_sql  # noqa: E402
+from search_app.queries import HistoryFilters, hits_statement  # noqa: E402
 from search_app.runs import run_create  # noqa: E402
 from search_app.text import parse_query  # noqa: E402
 
@@ -96,24 +96,11 @@ def main() -> None:
             f"p50={statistics.median(timings):7.1f} ms  p95={p95:7.1f} ms"
         )
         if args.explain:
-            perspective = Perspective.of_run(run)
-            params = {
-                **perspective.params(),
-                "q_any": query.tsquery,
-                "q_lexemes": list(query.lexemes),
-                **{f"q_t{i}": query.term(i) for i in range(len(query.lexemes))},
-                "f_after": None,
-                "f_before": None,
-                "r_now": timezone.now(),
-                "r_offset": 24,
-                "r_fetch": 25,
-                "r_limit": 20,
-            }
+            sql, params = hits_statement(
+                Perspective.of_run(run), query, HistoryFilters(), limit=20, now=timezone.now()
+            )
             with connection.cursor() as cursor:
-                cursor.execute(
-                    "EXPLAIN (ANALYZE, BUFFERS) " + _hits_sql(perspective, query, HistoryFilters()),
-                    params,
-                )
+                cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)
                 print("\n".join(row[0] for row in cursor.fetchall()))
 
 

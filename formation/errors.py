@@ -98,6 +98,18 @@ class DeliveryBlocked(ApiError):
     default_message = "The reply may not be delivered to this conversation."
 
 
+class LegalHoldActive(ApiError):
+    """A legal hold covers what a delete or erasure would remove (messages_app/lifecycle.py);
+    ``details.holdId`` names it. Nothing was changed."""
+
+    code = "legal_hold_active"
+    status = 409
+    default_message = "A legal hold covers these messages; nothing was erased."
+
+    def __init__(self, hold_id: object) -> None:
+        super().__init__(details={"holdId": str(hold_id)})
+
+
 class SearchBudgetExhausted(ApiError):
     code = "search_budget_exhausted"
     status = 429

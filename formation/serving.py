@@ -10,10 +10,18 @@ wraps the WSGI application for it:
 - ``BoundedRequests`` receives the whole body on the loop before a thread is used, then runs
   the application in one of ``GUNICORN_THREADS`` threads (a2wsgi's pool) and writes its
   answer back from the loop: a thread only ever runs application code.
+- An answer is collected on the loop, so the thread is free as soon as the application is
+  done, unless it is *streamed*: produced piece by piece with no declared length (an export)
+  and past ``RESPONSE_STREAM_THRESHOLD_BYTES``. Then what was collected is written and each
+  further piece is written before the thread may produce the next (backpressure), so a worker
+  holds a piece or two of it, never the whole; ``RESPONSE_STREAMS_PER_WORKER`` such answers at
+  once (503 past that, before the first byte), so streams never take every thread.
 - Every part a client controls has a deadline: a new connection's headers
   (``REQUEST_HEADER_TIMEOUT``; on a kept-alive connection gunicorn's keep-alive timer bounds
-  the next headers), the whole body (``REQUEST_BODY_TIMEOUT``, 408), handing the whole answer
-  to the kernel (``RESPONSE_SEND_TIMEOUT``, then the connection is aborted).
+  the next headers), the whole body (``REQUEST_BODY_TIMEOUT``, 408), handing the whole answer,
+  or each piece of a streamed one, to the kernel (``RESPONSE_SEND_TIMEOUT``) and a whole
+  streamed answer (``RESPONSE_STREAM_TIMEOUT``); past an answer's deadline the connection is
+  aborted and a streaming thread stops at its next piece.
 - Sizes are bounded: a body is held up to ``MAX_REQUEST_BODY_BYTES`` + 1 bytes (the
   application refuses a larger one, as before), and one worker holds at most
   ``REQUEST_BODY_BUFFER_BYTES`` of bodies at once (503 past that).
@@ -34,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2wsgi import WSGIMiddleware
+from a2wsgi.wsgi import WSGIResponder
 from gunicorn.asgi.protocol import ASGIProtocol
 from gunicorn.workers import gasgi
 
@@ -45,8 +54,10 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-# The scope extension through which BoundedRequests aborts a connection it gave up on.
+# The scope extensions through which BoundedRequests aborts a connection it gave up on, and
+# learns that the client has gone (gunicorn then drops what is sent, silently).
 ABORT_EXTENSION = "formation.abort"
+CLOSED_EXTENSION = "formation.closed"
 
 
 @dataclass(frozen=True)
@@ -58,9 +69,14 @@ class ServingLimits:
     send_timeout: float
     max_body_bytes: int
     body_buffer_bytes: int
+    stream_threshold_bytes: int
+    stream_timeout: float
+    streams_per_worker: int
 
     @classmethod
-    def from_settings(cls) -> ServingLimits:
+    def from_settings(cls, *, threads: int) -> ServingLimits:
+        """The settings' limits for a worker of ``threads`` threads: streams always leave one
+        thread to everything else."""
         from django.conf import settings
 
         return cls(
@@ -69,6 +85,9 @@ class ServingLimits:
             send_timeout=settings.RESPONSE_SEND_TIMEOUT,
             max_body_bytes=settings.MAX_REQUEST_BODY_BYTES,
             body_buffer_bytes=settings.REQUEST_BODY_BUFFER_BYTES,
+            stream_threshold_bytes=settings.RESPONSE_STREAM_THRESHOLD_BYTES,
+            stream_timeout=settings.RESPONSE_STREAM_TIMEOUT,
+            streams_per_worker=min(settings.RESPONSE_STREAMS_PER_WORKER, threads - 1),
         )
 
 
@@ -104,8 +123,21 @@ class BufferFull(Refused):
     message = "The server is receiving too many large requests; retry shortly."
 
 
+class TooManyStreams(Refused):
+    status, code = 503, "unavailable"
+    message = "The server is streaming too many answers; retry shortly."
+
+
 class ClientGone(Exception):
     """The client disconnected before its body was complete."""
+
+
+class Abandoned(Exception):
+    """An answer given up on (its deadline passed, its client left, or no stream was free).
+
+    Raised by the application's ``send``, so in its thread (``WaitingWSGI``): the application
+    stops producing at its next piece, and its iterable is closed.
+    """
 
 
 class BodyBuffer:
@@ -153,9 +185,120 @@ def _known_length(scope: Scope, size: int) -> Scope:
     return {**scope, "headers": [*kept, (b"content-length", str(size).encode())]}
 
 
+class Answer:
+    """The application's answer on its way to the client; its ``send`` is the application's.
+
+    Collected, as it comes, unless it is streamed: more than one piece with no Content-Length
+    (an answer of declared length was built whole, or is a file of known size) that grows past
+    ``stream_threshold_bytes``. A streamed answer takes one of the worker's
+    ``streams_per_worker`` slots (none free: 503 before its first byte); what was collected is
+    written, and from then on ``send`` returns only once its piece is with the kernel, each
+    within ``send_timeout`` and all before ``stream_timeout`` from the start of the stream.
+
+    Only the worker's event loop touches ``streams``, so it needs no lock.
+    """
+
+    streams = 0
+
+    def __init__(self, limits: ServingLimits, scope: Scope, send: Send) -> None:
+        self.limits = limits
+        self.extensions = scope.get("extensions", {})
+        self.client_send = send
+        self.collected: list[Message] = []
+        self.size = self.pieces = 0
+        self.declared_length = False
+        self.streamed = self.abandoned = False
+        self.refusal: Refused | None = None
+        self.deadline = 0.0
+
+    async def send(self, message: Message) -> None:
+        if self.abandoned:
+            raise Abandoned
+        if self.streamed:
+            await self._write(message)
+            return
+        self.collected.append(message)
+        if message["type"] == "http.response.start":
+            self.declared_length = any(
+                name.lower() == b"content-length" for name, _ in message.get("headers", [])
+            )
+        if body := message.get("body", b""):
+            self.size += len(body)
+            self.pieces += 1
+        if (
+            message.get("more_body", False)
+            and not self.declared_length
+            and self.pieces > 1
+            and self.size > self.limits.stream_threshold_bytes
+        ):
+            await self._start_streaming()
+
+    def refuse(self, refusal: Refused) -> None:
+        """Answer ``refusal`` instead of whatever was collected."""
+        self.collected, self.refusal = [], refusal
+
+    async def _start_streaming(self) -> None:
+        if Answer.streams >= self.limits.streams_per_worker:
+            logger.warning("streamed answer refused", extra={"status": TooManyStreams.status})
+            self.refuse(TooManyStreams())
+            self.abandoned = True
+            raise Abandoned
+        Answer.streams += 1
+        self.streamed = True
+        self.deadline = asyncio.get_running_loop().time() + self.limits.stream_timeout
+        collected, self.collected = self.collected, []
+        for message in collected:
+            await self._write(message)
+
+    async def _write(self, message: Message) -> None:
+        """One message of a streamed answer, with the kernel before its deadline."""
+        closed = self.extensions.get(CLOSED_EXTENSION)
+        if closed is not None and closed():
+            self.abandoned = True
+            raise Abandoned
+        now = asyncio.get_running_loop().time()
+        try:
+            if now >= self.deadline:
+                raise TimeoutError
+            async with asyncio.timeout_at(min(now + self.limits.send_timeout, self.deadline)):
+                await self.client_send(message)
+        except TimeoutError:
+            logger.warning("streamed answer not read in time; connection aborted")
+            self._abort()
+            raise Abandoned from None
+
+    async def finish(self) -> None:
+        """Write the collected answer (or the refusal), once the application is done; a
+        streamed answer is written already."""
+        answer = self.refusal.messages() if self.refusal is not None else self.collected
+        self.collected = []
+        try:
+            async with asyncio.timeout(self.limits.send_timeout):
+                for message in answer:
+                    await self.client_send(message)
+        except TimeoutError:
+            logger.warning("answer not read in time; connection aborted")
+            self._abort()
+
+    def end(self) -> None:
+        """Give the stream's slot back; an application still producing (its request was
+        cancelled) stops at its next piece."""
+        self.abandoned = True
+        if self.streamed:
+            self.streamed = False
+            Answer.streams -= 1
+
+    def _abort(self) -> None:
+        self.abandoned = True
+        abort = self.extensions.get(ABORT_EXTENSION)
+        if abort is not None:
+            abort()
+
+
 class BoundedRequests:
     """ASGI middleware: the body is received on the loop under a deadline before the
-    application runs, and the application's answer is collected, then written under one."""
+    application runs, and the application's answer is collected, then written under one, or
+    streamed under one per piece and one for the whole (``Answer``)."""
 
     def __init__(self, app: ASGIApp, limits: ServingLimits) -> None:
         self.app = app
@@ -166,42 +309,34 @@ class BoundedRequests:
             await self.app(scope, receive, send)
             return
         body = BodyBuffer(self.limits)
+        answer = Answer(self.limits, scope, send)
         try:
-            answer = await self._answer(scope, receive, body)
+            await self._answer(scope, receive, body, answer)
         except ClientGone:
             # Gone (gunicorn then drops the answer), or silent past gunicorn's own wait for
             # each piece of a body (GUNICORN_TIMEOUT): that client gets the 408.
-            answer = BodyTimeout().messages()
+            answer.refuse(BodyTimeout())
         except Refused as refusal:
             logger.warning("request refused", extra={"status": refusal.status})
-            answer = refusal.messages()
+            answer.refuse(refusal)
+        except Abandoned:
+            pass  # Aborted or gone; or no stream was free, and answer holds that refusal.
         finally:
             body.release()
-        await self._send_in_time(scope, send, answer)
+            answer.end()
+        await answer.finish()
 
-    async def _answer(self, scope: Scope, receive: Receive, body: BodyBuffer) -> list[Message]:
-        """The application's answer, once the whole body is in. The body goes with this call's
-        frame: it is no longer held, nor counted, while the answer is written."""
+    async def _answer(
+        self, scope: Scope, receive: Receive, body: BodyBuffer, answer: Answer
+    ) -> None:
+        """Run the application once the whole body is in. The body goes with this call's
+        frame: it is no longer held, nor counted, once the application is done."""
         try:
             async with asyncio.timeout(self.limits.body_timeout):
                 data = await body.receive_all(receive)
         except TimeoutError:
             raise BodyTimeout from None
-        answer: list[Message] = []
-        await self.app(_known_length(scope, len(data)), _replay(data, receive), _collect(answer))
-        return answer
-
-    async def _send_in_time(self, scope: Scope, send: Send, answer: list[Message]) -> None:
-        """gunicorn's ``send`` waits while the client reads too little of a large answer."""
-        try:
-            async with asyncio.timeout(self.limits.send_timeout):
-                for message in answer:
-                    await send(message)
-        except TimeoutError:
-            logger.warning("answer not read in time; connection aborted")
-            abort = scope.get("extensions", {}).get(ABORT_EXTENSION)
-            if abort is not None:
-                abort()
+        await self.app(_known_length(scope, len(data)), _replay(data, receive), answer.send)
 
 
 def _replay(data: bytes, receive: Receive) -> Receive:
@@ -216,18 +351,41 @@ def _replay(data: bytes, receive: Receive) -> Receive:
     return receive_buffered
 
 
-def _collect(answer: list[Message]) -> Send:
-    """A ``send`` that never waits, so the application's thread is free as soon as it is done."""
+class WaitingResponder(WSGIResponder):
+    """a2wsgi's responder, except that the application's thread hands each message to
+    ``send`` itself and waits until it returns.
 
-    async def send_later(message: Message) -> None:
-        answer.append(message)
+    a2wsgi's thread puts messages on a queue of ``send_queue_size`` that a task empties into
+    ``send``: the thread would run that many pieces ahead of the client, and when ``send``
+    failed nothing would empty the queue again, so the thread would wait on it for ever. Here
+    the thread waits exactly as long as ``Answer.send`` makes it (not at all while an answer
+    is collected), and an ``Abandoned`` from it is raised in the thread, which stops. a2wsgi's
+    queue then only carries its end marker.
+    """
 
-    return send_later
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.deliver = send
+        await super().__call__(scope, receive, send)
+
+    def send(self, message: Message | None) -> None:
+        asyncio.run_coroutine_threadsafe(self.deliver(message), loop=self.loop).result()
+
+
+class WaitingWSGI(WSGIMiddleware):
+    """a2wsgi's WSGI-to-ASGI adapter with ``WaitingResponder`` for HTTP."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        responder = WaitingResponder(self.app, self.executor, self.send_queue_size)
+        await responder(scope, receive, send)
 
 
 class BoundedProtocol(ASGIProtocol):
-    """gunicorn's HTTP/1 protocol with three additions: a deadline on a new connection's
-    headers, the abort extension, and no connection kept open behind unsent bytes."""
+    """gunicorn's HTTP/1 protocol with these additions: a deadline on a new connection's
+    headers, the abort and closed extensions, a ``send`` woken when its connection is lost,
+    and no connection kept open behind unsent bytes."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:
         super().connection_made(transport)
@@ -240,8 +398,17 @@ class BoundedProtocol(ASGIProtocol):
 
     def _build_http_scope(self, request: Any, sockname: Any, peername: Any) -> Scope:
         scope = super()._build_http_scope(request, sockname, peername)
-        scope.setdefault("extensions", {})[ABORT_EXTENSION] = self._abort
+        extensions = scope.setdefault("extensions", {})
+        extensions[ABORT_EXTENSION] = self._abort
+        extensions[CLOSED_EXTENSION] = lambda: self._closed
         return scope
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """gunicorn leaves a ``send`` waiting for the buffer to drain waiting for ever once the
+        connection is gone; woken, a streamed answer sees it closed and stops."""
+        super().connection_lost(exc)
+        if self._flow_control is not None:
+            self._flow_control.resume_writing()
 
     def _abort(self) -> None:
         """Drop the connection with a reset: a plain close would queue its FIN behind the
@@ -280,10 +447,8 @@ class BoundedWorker(gasgi.ASGIWorker):
     def load_wsgi(self) -> None:
         application = self.app.wsgi()
         # Read once the application has configured Django.
-        self.limits = ServingLimits.from_settings()
-        self.asgi = BoundedRequests(
-            WSGIMiddleware(application, workers=self.cfg.threads), self.limits
-        )
+        self.limits = ServingLimits.from_settings(threads=self.cfg.threads)
+        self.asgi = BoundedRequests(WaitingWSGI(application, workers=self.cfg.threads), self.limits)
 
     async def _serve(self) -> None:
         # gunicorn 27 creates its protocol by this module-level name and has no setting for it.

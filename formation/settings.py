@@ -219,14 +219,22 @@ MAX_REQUEST_BODY_BYTES = int(os.environ.get("MAX_REQUEST_BODY_BYTES", str(32 * 1
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BODY_BYTES
 
 # What a client may take of a gunicorn worker (formation/serving.py): seconds to send a new
-# connection's request headers, the whole request body and to take the whole answer, and the
-# bytes of request bodies one worker holds at once (by default what its four threads could hold).
+# connection's request headers, the whole request body and to take the whole answer (or each
+# piece of a streamed one), and the bytes of request bodies one worker holds at once (by
+# default what its four threads could hold).
 REQUEST_HEADER_TIMEOUT = env_int("REQUEST_HEADER_TIMEOUT", 10, minimum=1)
 REQUEST_BODY_TIMEOUT = env_int("REQUEST_BODY_TIMEOUT", 30, minimum=1)
 RESPONSE_SEND_TIMEOUT = env_int("RESPONSE_SEND_TIMEOUT", 30, minimum=1)
 REQUEST_BODY_BUFFER_BYTES = env_int(
     "REQUEST_BODY_BUFFER_BYTES", 4 * MAX_REQUEST_BODY_BYTES, minimum=MAX_REQUEST_BODY_BYTES + 1
 )
+# Answers produced piece by piece with no declared length (exports): collected up to this many
+# bytes like any answer, then streamed, each piece within RESPONSE_SEND_TIMEOUT and the whole
+# within RESPONSE_STREAM_TIMEOUT seconds; a worker streams at most RESPONSE_STREAMS_PER_WORKER
+# at once (and never on its last thread), 503 past that.
+RESPONSE_STREAM_THRESHOLD_BYTES = env_int("RESPONSE_STREAM_THRESHOLD_BYTES", 1024 * 1024)
+RESPONSE_STREAM_TIMEOUT = env_int("RESPONSE_STREAM_TIMEOUT", 600, minimum=1)
+RESPONSE_STREAMS_PER_WORKER = env_int("RESPONSE_STREAMS_PER_WORKER", 1)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["formation.auth.BearerTokenAuthentication"],
@@ -272,6 +280,11 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "formation.openapi.add_links",
     ],
+    # A run's status is not a message's (both fields are named "status").
+    "ENUM_NAME_OVERRIDES": {
+        "StatusEnum": ["sent", "pending", "failed"],
+        "RunStatusEnum": ["open", "replied"],
+    },
     # PATCH /messages/{id} requires its one field: no "Patched" all-optional component.
     "COMPONENT_SPLIT_PATCH": False,
     # Swagger UI is served from our static files (drf-spectacular-sidecar), so /api/docs/ works

@@ -12,9 +12,9 @@ serializer field without a description, or of a type the generator does not know
 instead of being published half-described.
 
 Every body has one signature, ``body(call, arguments) -> dict``: the ``ToolCall`` (the caller,
-and for a run token the run's destination and requester) and the validated arguments; it answers
-the REST body, or raises the same ``ApiError``. ``run_tool`` is the one way in, for the REST
-views (``ToolView``) and ``call_tool`` (the MCP server's) alike.
+and for a run token the run's destination, requester and lens) and the validated arguments; it
+answers the REST body, or raises the same ``ApiError``. ``run_tool`` is the one way in, for the
+REST views (``ToolView``) and ``call_tool`` (the MCP server's) alike.
 
 Runs. A run token's call holds its run while the body runs: the run is share-locked, and what
 the body reports with ``call.returned`` becomes the run's evidence in the same transaction.
@@ -53,11 +53,15 @@ STYLES: tuple[Style, ...] = ("mcp", "openai", "anthropic")
 @dataclass
 class ToolCall:
     """One call of an agent tool as its body sees it: the caller and, with a run token, the
-    run's destination and requester, and what the body answers (the run's evidence)."""
+    run's destination and requester, the lens the run's perspective puts on the body's
+    statement, and what the body answers (the run's evidence)."""
 
     caller: Caller
     destination_id: uuid.UUID | None = None
     requester_id: uuid.UUID | None = None
+    # Set by the run's holder (``messages_app.selectors.RunLens``, built by search_app), which
+    # this module does not know; None with an agent token.
+    lens: Any = None
     returned_ids: list[uuid.UUID] = dataclasses.field(default_factory=list)
 
     def returned(self, messages: Iterable[Any]) -> None:

@@ -52,14 +52,17 @@ from messages_app.models import (
     ApiToken,
     Conversation,
     IdentityLink,
+    LegalHold,
     Membership,
     Message,
     Run,
     RunEvidence,
     Workspace,
 )
+from messages_app.selectors import text_search_configurations
 
 DELETED_PLACEHOLDER = "(deleted)"
+ERASED_SOURCE = " (erased)"
 PREVIEW_CHARS = 80
 
 
@@ -131,6 +134,14 @@ class RevokedFilter(IsSetListFilter):
     parameter_name = "revoked"
     field_name = "revoked_at"
     set_label = "Revoked"
+    unset_label = "Active"
+
+
+class ReleasedFilter(IsSetListFilter):
+    title = "released"
+    parameter_name = "released"
+    field_name = "released_at"
+    set_label = "Released"
     unset_label = "Active"
 
 
@@ -304,16 +315,43 @@ class ReadOnlyAdmin(FormationAdminMixin, UuidSearchMixin, admin.ModelAdmin):
         return False
 
 
+class WorkspaceForm(forms.ModelForm):
+    """The language is picked from the database's text search configurations."""
+
+    language = forms.ChoiceField(help_text=Workspace._meta.get_field("language").help_text)
+
+    class Meta:
+        model = Workspace
+        fields = ("slug", "name", "language", "created_at")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["language"].choices = [(name, name) for name in text_search_configurations()]
+
+
 @admin.register(Workspace)
 class WorkspaceAdmin(FormationAdminMixin, UuidSearchMixin, admin.ModelAdmin):
-    list_display = ("slug", "name", created, "id")
+    form = WorkspaceForm
+    list_display = ("slug", "name", "language", created, "id")
     search_fields = ("slug", "name")
-    readonly_fields = ("id",)
-    fields = ("id", "slug", "name", "created_at")
+    # Retention is set through the API (PUT /api/v1/retention), like every lifecycle change.
+    readonly_fields = ("id", "retention_days")
+    fields = ("id", "slug", "name", "language", "created_at", "retention_days")
 
     def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         """Every row of the tenant holds a PROTECT reference to its workspace."""
         return False
+
+    def save_model(self, request: HttpRequest, obj: Workspace, form: Any, change: bool) -> None:
+        """Documents keep the language they were written in until they are rebuilt: say so."""
+        super().save_model(request, obj, form, change)
+        if change and "language" in form.changed_data:
+            self.message_user(
+                request,
+                "Search documents of this workspace still use its former language: run "
+                f"manage.py rebuild_search_documents --workspace {obj.slug}",
+                messages.WARNING,
+            )
 
 
 @admin.register(Account)
@@ -322,8 +360,8 @@ class AccountAdmin(WorkspaceScopedAdmin):
     list_filter = ("workspace",)
     list_select_related = ("workspace",)
     search_fields = ("display_name", "external_id")
-    readonly_fields = ("id",)
-    fields = ("id", "workspace", "display_name", "external_id", "created_at")
+    readonly_fields = ("id", "erased_at")
+    fields = ("id", "workspace", "display_name", "external_id", "created_at", "erased_at")
 
 
 @admin.register(Agent)
@@ -502,7 +540,7 @@ class ConversationAdmin(WorkspaceScopedAdmin):
     search_fields = ("title", "external_id")
     # Created once, by the API or here: the time orders the conversation among its
     # workspace's and is never rewritten.
-    readonly_fields = ("id", "created_at", "live_message_count", "last_seq", "links")
+    readonly_fields = ("id", "created_at", "live_message_count", "last_seq", "retention", "links")
     fields = (
         "id",
         "workspace",
@@ -512,6 +550,7 @@ class ConversationAdmin(WorkspaceScopedAdmin):
         "created_at",
         "live_message_count",
         "last_seq",
+        "retention",
         "links",
     )
     inlines = (MembershipInline,)
@@ -520,6 +559,15 @@ class ConversationAdmin(WorkspaceScopedAdmin):
         """Kind decides the audience (SPEC §3); changing it afterwards would re-open history."""
         readonly = super().get_readonly_fields(request, obj)
         return readonly if obj is None else (*readonly, "kind")
+
+    @admin.display(description="retention")
+    def retention(self, obj: Conversation) -> str:
+        """Its own period, or the workspace's; set through the API (docs/lifecycle.md)."""
+        if not obj.retention_override:
+            return "the workspace's period"
+        if obj.retention_days is None:
+            return "kept (its own setting)"
+        return f"{obj.retention_days} days (its own setting)"
 
     def get_urls(self) -> list[URLPattern]:
         transcript = path(
@@ -600,6 +648,7 @@ class MessageAdmin(ReadOnlyAdmin):
         "reply_to",
         "thread",
         "lineage_sources",
+        "sources_erased",
         "in_transcript",
     )
     readonly_fields = fields
@@ -658,15 +707,24 @@ class MessageAdmin(ReadOnlyAdmin):
         """Source messages by link only, labelled "<conversation title> #<seq>"; their bodies
         carry their own audience rules."""
         sources = obj.lineage_links.order_by("source__conversation__title", "source__seq")
-        rows = list(sources.values_list("source_id", "source__conversation__title", "source__seq"))
+        rows = list(
+            sources.values_list(
+                "source_id", "source__conversation__title", "source__seq", "source__deleted_at"
+            )
+        )
         if not rows:
             return "-"
         return format_html_join(
             mark_safe("<br>"),
-            '<a href="{}">{} #{}</a>',
+            '<a href="{}">{} #{}</a>{}',
             (
-                (reverse("admin:messages_app_message_change", args=[source_id]), title, seq)
-                for source_id, title, seq in rows
+                (
+                    reverse("admin:messages_app_message_change", args=[source_id]),
+                    title,
+                    seq,
+                    ERASED_SOURCE if deleted_at else "",
+                )
+                for source_id, title, seq, deleted_at in rows
             ),
         )
 
@@ -754,11 +812,27 @@ class RunAdmin(ReadOnlyAdmin):
         "requester",
         "current_message",
         "recent_message_ids",
+        "tool_scope",
         "created_at",
         "finished_at",
+        "reply",
     )
     readonly_fields = fields
     inlines = (RunEvidenceInline,)
+
+
+@admin.register(LegalHold)
+class LegalHoldAdmin(ReadOnlyAdmin):
+    """Holds are placed and released through the API, which records both in the lifecycle
+    record; here they are only browsed."""
+
+    list_display = ("reference", "conversation", "workspace", "placed_at", "released_at")
+    list_filter = ("workspace", ReleasedFilter)
+    list_select_related = ("workspace", "conversation")
+    search_fields = ("reference",)
+    uuid_search_fields = ("id", "conversation_id")
+    fields = ("id", "workspace", "conversation", "reference", "placed_at", "released_at")
+    readonly_fields = fields
 
 
 @admin.register(ApiToken)

@@ -30,14 +30,50 @@ class TsTzRange(Func):
     output_field = DateTimeRangeField()
 
 
+# The longest retention period a workspace or conversation may set (about a century).
+MAX_RETENTION_DAYS = 36_500
+
+
+def _retention_in_range(field: str, name: str) -> models.CheckConstraint:
+    return models.CheckConstraint(
+        condition=Q(**{f"{field}__isnull": True})
+        | Q(**{f"{field}__gte": 1, f"{field}__lte": MAX_RETENTION_DAYS}),
+        name=name,
+    )
+
+
+# The text search configuration a workspace gets unless it names another: PostgreSQL's
+# ``english`` with accents folded before the stemmer (search_app migration 0001).
+DEFAULT_LANGUAGE = "formation_english"
+
+
 class Workspace(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200, blank=True)
+    # The name of a PostgreSQL text search configuration (pg_ts_config, e.g. ``german``):
+    # stemming and stop words for its search documents and queries. Text, not ``regconfig``,
+    # so a dump restores and pg_upgrade accepts the table; a trigger refuses a name the
+    # database has no configuration for (migration 0011).
+    language = models.CharField(
+        max_length=63,
+        default=DEFAULT_LANGUAGE,
+        # Also the column's default: COPY and hand-written INSERTs get it too.
+        db_default=DEFAULT_LANGUAGE,
+        help_text="Text search configuration for search_history (stemming and stop words). "
+        "After a change, run manage.py rebuild_search_documents --workspace SLUG.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
+    retention_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Messages older than this many days are erased by apply_retention; "
+        "empty keeps them. A conversation may override it.",
+    )
 
     class Meta:
         ordering = ["slug"]
+        constraints = [_retention_in_range("retention_days", "workspace_retention_in_range")]
 
     def __str__(self) -> str:
         return self.slug
@@ -52,6 +88,9 @@ class Account(models.Model):
     # Null, not "", when absent: the uniqueness of external ids only applies to real ones.
     external_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     created_at = models.DateTimeField(default=timezone.now)
+    # Set by account erasure (messages_app/lifecycle.py): the row stays, so memberships and the
+    # lineage of what others derived from its messages stay consistent; its name is replaced.
+    erased_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["workspace_id", "created_at", "id"]
@@ -106,10 +145,19 @@ class Conversation(models.Model):
     # Live (not deleted) messages, kept in the same transactions as inserts and deletes, so
     # list_messages can answer `total` without counting a conversation of millions each call.
     live_message_count = models.BigIntegerField(default=0, editable=False)
+    # With ``retention_override`` this conversation's own period replaces the workspace's
+    # (``retention_days`` null then means "keep"); without it the workspace's applies.
+    retention_override = models.BooleanField(default=False, db_default=False)
+    retention_days = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["workspace_id", "created_at", "id"]
         constraints = [
+            _retention_in_range("retention_days", "conversation_retention_in_range"),
+            models.CheckConstraint(
+                condition=Q(retention_override=True) | Q(retention_days__isnull=True),
+                name="conversation_retention_days_only_with_override",
+            ),
             models.UniqueConstraint(
                 fields=["workspace", "external_id"],
                 condition=Q(external_id__isnull=False),
@@ -281,6 +329,9 @@ class Message(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     edited_at = models.DateTimeField(null=True, blank=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
+    # Some message in this one's lineage (transitively) has been erased or deleted since: set by
+    # the erasure that removed it (messages_app/lifecycle.py). The restrictions stay all the same.
+    sources_erased = models.BooleanField(default=False, db_default=False, editable=False)
     reply_to = models.ForeignKey(
         "self",
         db_constraint=False,
@@ -365,6 +416,15 @@ class Message(models.Model):
                 F("workspace"),
                 OpClass(Upper("content"), name="gin_trgm_ops"),
                 name="message_content_trgm",
+            ),
+            # An account's erasure and export read what it wrote, oldest first, across its
+            # workspace's conversations; only live messages, so erased ones leave the index.
+            models.Index(
+                F("sender_account"),
+                F("created_at"),
+                F("id"),
+                condition=Q(deleted_at__isnull=True, sender_account__isnull=False),
+                name="message_live_sender_account",
             ),
         ]
 
@@ -518,6 +578,11 @@ class IdentityLink(models.Model):
         return f"{self.account_id} ~ {self.linked_account_id} ({self.status})"
 
 
+class ToolScope(models.TextChoices):
+    MEMBERSHIP = "membership", "Membership (each message flagged deliverable)"
+    DELIVERABLE = "deliverable", "Deliverable to the destination only"
+
+
 class Run(models.Model):
     """One agent turn, created by the runtime; its tools take agent and audience from here."""
 
@@ -552,9 +617,35 @@ class Run(models.Model):
     # a search that waited for the lock reads the count the previous one committed, where a
     # count of evidence rows in the same statement would still see its older snapshot.
     history_evidence_count = models.PositiveIntegerField(default=0, editable=False)
+    # What the membership tools (list_messages, get_message, search_messages) return to this
+    # run's token: everything membership allows, each message flagged ``deliverable``, or
+    # only what the destination may receive (SPEC §3, as search_history applies it).
+    tool_scope = models.CharField(
+        max_length=16, choices=ToolScope.choices, default=ToolScope.MEMBERSHIP
+    )
+    # The reply the run delivered (set with ``finished_at``; null for runs that replied
+    # before this column existed). A composite key keeps it in the destination (migration 0011).
+    reply = models.ForeignKey(
+        Message,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
+    )
 
     class Meta:
         ordering = ["workspace_id", "-created_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(tool_scope__in=ToolScope.values), name="run_tool_scope_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(reply__isnull=True) | Q(finished_at__isnull=False),
+                name="run_reply_only_when_finished",
+            ),
+        ]
         indexes = [models.Index(fields=["workspace", "agent", "created_at"], name="run_ws_agent")]
 
     def __str__(self) -> str:
@@ -589,6 +680,51 @@ class RunEvidence(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id} saw {self.message_id}"
+
+
+class LegalHold(models.Model):
+    """A legal hold on one conversation, or (no conversation) on the whole workspace.
+
+    While a hold is active (not released) retention skips what it covers, and delete, edit and
+    erasure of its messages are refused (``legal_hold_active``). Placement and release are
+    recorded in the lifecycle record (``audit_app.models.LifecycleEvent``); the row stays.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
+    conversation = models.ForeignKey(
+        Conversation,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="legal_holds",
+        help_text="Empty: every conversation of the workspace.",
+        db_constraint=False,
+    )
+    reference = models.CharField(
+        max_length=200, blank=True, help_text="The matter or case the hold serves."
+    )
+    placed_at = models.DateTimeField(default=timezone.now)
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["workspace_id", "-placed_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(released_at__isnull=True) | Q(released_at__gte=F("placed_at")),
+                name="legal_hold_released_after_placed",
+            )
+        ]
+        indexes = [
+            models.Index(
+                fields=["workspace", "conversation"],
+                condition=Q(released_at__isnull=True),
+                name="legal_hold_active",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"legal hold {self.reference or self.id}"
 
 
 class ApiToken(models.Model):

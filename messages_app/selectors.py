@@ -14,6 +14,7 @@ membership check, the page and the count where one is needed) whose rows become
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
@@ -44,6 +45,7 @@ SUMMARY_COLUMNS = (
     "thread_id",
     "content",
     "created_at",
+    "sources_erased",
 )
 
 
@@ -61,6 +63,10 @@ class MessageRow(NamedTuple):
     thread_id: Any
     content: str
     created_at: datetime
+    sources_erased: bool
+    # Read for a run's token only (``RunLens``): whether a reply citing the message would pass
+    # the final delivery check now. None for every other read.
+    deliverable: bool | None = None
 
     def __eq__(self, other: object) -> bool:
         """A row read of a message equals that message (by id), and rows compare as tuples."""
@@ -83,8 +89,66 @@ def agent_visible_messages(*, workspace_id: uuid.UUID, agent_id: uuid.UUID) -> Q
     )
 
 
+def text_search_configurations() -> list[str]:
+    """The text search configurations a workspace may take as its language, as PostgreSQL
+    spells them (schema-qualified outside the search path)."""
+    return [row[0] for row in _rows("SELECT oid::regconfig::text FROM pg_ts_config ORDER BY 1", {})]
+
+
 def summary_columns(alias: str) -> str:
     return ", ".join(f"{alias}.{column}" for column in SUMMARY_COLUMNS)
+
+
+@dataclass(frozen=True)
+class RunLens:
+    """A run's perspective on the membership tools' statements, as SQL over a message alias.
+
+    Built for a run token by ``search_app.deliverability`` from the perspective rules (SPEC
+    §3) for the run's destination. It only ever narrows: ``deliverable(m)`` is a column (rules
+    1 to 4 as they stand now, the final delivery check's verdict on m), and with ``strict``
+    (the run's ``toolScope`` is ``deliverable``) every statement also requires ``visible(m)``
+    (rules 1 to 5, what search_history may return) and shows a ``replyToId`` or ``threadId``
+    only through ``reference(column)`` (the run may receive what it names). ``ctes`` are the
+    WITH entries the fragments need, ``params`` their parameters.
+    """
+
+    ctes: str
+    params: Mapping[str, object]
+    deliverable: Callable[[str], str]
+    visible: Callable[[str], str]
+    reference: Callable[[str], str]
+    strict: bool
+
+
+def _with(lens: RunLens | None) -> str:
+    """The lens's WITH entries, ready to be followed by more (or by nothing: ``WITH x``)."""
+    return "" if lens is None else f"{lens.ctes},"
+
+
+def _visible(lens: RunLens | None, alias: str) -> str:
+    return f"AND {lens.visible(alias)}" if lens is not None and lens.strict else ""
+
+
+def _output_columns(alias: str, lens: RunLens | None) -> str:
+    """A message summary's columns of row ``alias`` (of a CTE holding them), and with a lens
+    its references as the run may see them and its deliverable flag."""
+    if lens is None:
+        return summary_columns(alias)
+    columns = [
+        lens.reference(f"{alias}.{column}")
+        if lens.strict and column in ("reply_to_id", "thread_id")
+        else f"{alias}.{column}"
+        for column in SUMMARY_COLUMNS
+    ]
+    flag = (
+        f"(SELECT {lens.deliverable('flagged')} FROM {MESSAGES} AS flagged "
+        f"WHERE flagged.id = {alias}.id)"
+    )
+    return ", ".join([*columns, flag])
+
+
+def _params(lens: RunLens | None, params: dict[str, object]) -> dict[str, object]:
+    return params if lens is None else {**lens.params, **params}
 
 
 def _current_member(conversation: str) -> str:
@@ -125,17 +189,30 @@ def _rows(sql: str, params: dict[str, object]) -> list[tuple]:
         return cursor.fetchall()
 
 
-_GET = f"""
-    SELECT {summary_columns("m")} FROM {MESSAGES} AS m
+def _get_statement(lens: RunLens | None) -> str:
+    with_lens = "" if lens is None else f"WITH {lens.ctes}"
+    return f"""
+    {with_lens}
+    SELECT {_output_columns("m", lens)} FROM {MESSAGES} AS m
     WHERE m.id = %(id)s AND m.workspace_id = %(ws)s AND m.deleted_at IS NULL
-      AND {_current_member("m.conversation_id")}
+      AND {_current_member("m.conversation_id")} {_visible(lens, "m")}
 """
 
 
+_GET = _get_statement(None)
+
+
 def message_get(
-    *, workspace_id: uuid.UUID, agent_id: uuid.UUID, message_id: uuid.UUID
+    *,
+    workspace_id: uuid.UUID,
+    agent_id: uuid.UUID,
+    message_id: uuid.UUID,
+    lens: RunLens | None = None,
 ) -> MessageRow:
-    rows = _rows(_GET, {"id": message_id, "ws": workspace_id, "agent": agent_id})
+    """One live message of a conversation the agent is a current member of (and, for a strict
+    run, one the run may receive), or ``NotFound``."""
+    params = {"id": message_id, "ws": workspace_id, "agent": agent_id}
+    rows = _rows(_GET if lens is None else _get_statement(lens), _params(lens, params))
     if not rows:
         raise NotFound()
     return MessageRow(*rows[0])
@@ -154,15 +231,17 @@ class MessagePage:
 # The conversation if the agent is a current member of it, with its live count; and the page,
 # newest first through ``message_live_timeline``. ``total`` with a date bound counts the
 # messages before it only when the page does not already show them all (a first page that is
-# not full), and CASE evaluates that count only then.
-_PAGE = f"""
-    WITH room AS MATERIALIZED (
+# not full), and CASE evaluates that count only then. A strict run's lens counts only what it
+# may receive, so its total is always counted that way.
+def _page_statement(lens: RunLens | None) -> str:
+    return f"""
+    WITH {_with(lens)} room AS MATERIALIZED (
         SELECT c.id, c.live_message_count FROM {CONVERSATIONS} AS c
         WHERE c.workspace_id = %(ws)s AND c.id = %(room)s AND {_current_member("c.id")}
     ), page AS MATERIALIZED (
         SELECT {summary_columns("m")} FROM {MESSAGES} AS m
         WHERE m.workspace_id = %(ws)s AND m.conversation_id = (SELECT id FROM room)
-          AND m.deleted_at IS NULL AND m.created_at < %(before)s
+          AND m.deleted_at IS NULL AND m.created_at < %(before)s {_visible(lens, "m")}
         ORDER BY m.created_at DESC, m.seq DESC
         LIMIT %(limit)s OFFSET %(offset)s
     )
@@ -172,11 +251,15 @@ _PAGE = f"""
                     THEN (SELECT count(*) FROM page)
                 ELSE (SELECT count(*) FROM {MESSAGES} AS m
                       WHERE m.workspace_id = %(ws)s AND m.conversation_id = (SELECT id FROM room)
-                        AND m.deleted_at IS NULL AND m.created_at < %(before)s)
+                        AND m.deleted_at IS NULL AND m.created_at < %(before)s
+                        {_visible(lens, "m")})
            END,
-           page.*
+           {_output_columns("page", lens)}
     FROM (SELECT 1) AS one LEFT JOIN page ON true
 """
+
+
+_PAGE = _page_statement(None)
 
 
 def message_list(
@@ -187,25 +270,30 @@ def message_list(
     limit: int,
     offset: int = 0,
     before_date: datetime | None = None,
+    lens: RunLens | None = None,
 ) -> MessagePage:
     """Newest first by created_at (seq breaks ties), paged by offset, optionally before a date."""
+    strict = lens is not None and lens.strict
     rows = _rows(
-        _PAGE,
-        {
-            "ws": workspace_id,
-            "agent": agent_id,
-            "room": conversation_id,
-            "limit": limit,
-            "offset": offset,
-            "dated": before_date is not None,
-            "before": before_date or "infinity",
-        },
+        _PAGE if lens is None else _page_statement(lens),
+        _params(
+            lens,
+            {
+                "ws": workspace_id,
+                "agent": agent_id,
+                "room": conversation_id,
+                "limit": limit,
+                "offset": offset,
+                "dated": before_date is not None or strict,
+                "before": before_date or "infinity",
+            },
+        ),
     )
-    live_count, dated_total = rows[0][0], rows[0][1]
+    live_count, counted = rows[0][0], rows[0][1]
     if live_count is None:
         raise NotFound()
     items = [MessageRow(*row[2:]) for row in rows if row[2] is not None]
-    total = live_count if before_date is None else dated_total
+    total = counted if before_date is not None or strict else live_count
     return MessagePage(
         items=items,
         total=total,
@@ -220,17 +308,29 @@ def message_list(
 # the messages nearest it on each side: newest first older than it, oldest first newer than it.
 # Each side is a LATERAL walk of ``message_live_timeline`` starting at the anchor (the redundant
 # created_at bound is the index's start); one more than the limit is read on each side, to tell
-# whether there is more.
-_AROUND = f"""
-    WITH room AS MATERIALIZED (
+# whether there is more. A strict run's lens also needs the anchor and every message listed to
+# be one it may receive, and counts those (the second column; NULL without it).
+def _around_statement(lens: RunLens | None) -> str:
+    strict = lens is not None and lens.strict
+    visible_total = (
+        f"""(SELECT count(*) FROM {MESSAGES} AS m
+             WHERE m.workspace_id = %(ws)s AND m.conversation_id = (SELECT id FROM room)
+               AND m.deleted_at IS NULL {_visible(lens, "m")})"""
+        if strict
+        else "NULL::bigint"
+    )
+    return f"""
+    WITH {_with(lens)} room AS MATERIALIZED (
         SELECT c.id, c.live_message_count FROM {CONVERSATIONS} AS c
         WHERE c.workspace_id = %(ws)s AND c.id = %(room)s AND {_current_member("c.id")}
     ), anchor AS MATERIALIZED (
         SELECT {summary_columns("m")} FROM {MESSAGES} AS m
         WHERE m.id = %(anchor)s AND m.workspace_id = %(ws)s
           AND m.conversation_id = (SELECT id FROM room) AND m.deleted_at IS NULL
+          {_visible(lens, "m")}
     )
-    SELECT (SELECT live_message_count FROM room), near.*
+    SELECT (SELECT live_message_count FROM room), {visible_total}, near.side,
+           {_output_columns("near", lens)}
     FROM (SELECT 1) AS one LEFT JOIN (
         SELECT 'anchor' AS side, anchor.* FROM anchor
         UNION ALL
@@ -238,7 +338,7 @@ _AROUND = f"""
             SELECT {summary_columns("m")} FROM {MESSAGES} AS m
             WHERE m.workspace_id = %(ws)s AND m.conversation_id = a.conversation_id
               AND m.deleted_at IS NULL AND m.created_at <= a.created_at
-              AND (m.created_at < a.created_at OR m.seq < a.seq)
+              AND (m.created_at < a.created_at OR m.seq < a.seq) {_visible(lens, "m")}
             ORDER BY m.created_at DESC, m.seq DESC LIMIT %(older)s
         ) AS older
         UNION ALL
@@ -246,11 +346,14 @@ _AROUND = f"""
             SELECT {summary_columns("m")} FROM {MESSAGES} AS m
             WHERE m.workspace_id = %(ws)s AND m.conversation_id = a.conversation_id
               AND m.deleted_at IS NULL AND m.created_at >= a.created_at
-              AND (m.created_at > a.created_at OR m.seq > a.seq)
+              AND (m.created_at > a.created_at OR m.seq > a.seq) {_visible(lens, "m")}
             ORDER BY m.created_at, m.seq LIMIT %(newer)s
         ) AS newer
     ) AS near ON true
 """
+
+
+_AROUND = _around_statement(None)
 
 
 def message_list_around(
@@ -261,27 +364,31 @@ def message_list_around(
     anchor_id: uuid.UUID,
     direction: Direction,
     limit: int,
+    lens: RunLens | None = None,
 ) -> MessagePage:
     """The ``limit`` messages nearest an anchor on one side (or limit//2 each side and the anchor
     for ``around``), listed newest first like every page. An unseen anchor is ``NotFound``."""
     older_limit = limit if direction == "before" else (0 if direction == "after" else limit // 2)
     newer_limit = limit if direction == "after" else (0 if direction == "before" else limit // 2)
     rows = _rows(
-        _AROUND,
-        {
-            "ws": workspace_id,
-            "agent": agent_id,
-            "room": conversation_id,
-            "anchor": anchor_id,
-            "older": older_limit + 1 if older_limit else 0,
-            "newer": newer_limit + 1 if newer_limit else 0,
-        },
+        _AROUND if lens is None else _around_statement(lens),
+        _params(
+            lens,
+            {
+                "ws": workspace_id,
+                "agent": agent_id,
+                "room": conversation_id,
+                "anchor": anchor_id,
+                "older": older_limit + 1 if older_limit else 0,
+                "newer": newer_limit + 1 if newer_limit else 0,
+            },
+        ),
     )
-    live_count = rows[0][0]
+    live_count, visible_count = rows[0][0], rows[0][1]
     sides: dict[str, list[MessageRow]] = {"anchor": [], "older": [], "newer": []}
     for row in rows:
-        if row[1] is not None:
-            sides[row[1]].append(MessageRow(*row[2:]))
+        if row[2] is not None:
+            sides[row[2]].append(MessageRow(*row[3:]))
     if live_count is None or not sides["anchor"]:
         raise NotFound()
     older, newer = sides["older"], sides["newer"]
@@ -292,7 +399,7 @@ def message_list_around(
     shown = sides["anchor"] if direction == "around" else []
     return MessagePage(
         items=[*reversed(newer), *shown, *older],
-        total=live_count,
+        total=live_count if visible_count is None else visible_count,
         limit=limit,
         offset=None,
         has_older=has_older,
@@ -300,7 +407,7 @@ def message_list_around(
     )
 
 
-def _search_statement(*, one_room: bool) -> str:
+def _search_statement(*, one_room: bool, lens: RunLens | None = None) -> str:
     """search_messages: the agent's current rooms (or the one named, if it is one of them),
     then two steps with the answer of one ``ORDER BY ... LIMIT``.
 
@@ -314,29 +421,34 @@ def _search_statement(*, one_room: bool) -> str:
     The walk reads the workspace's timeline, not the rooms' (for which the planner would have to
     guess how many rooms there are, and got 47 for 178 and sorted 164,000 rows), so its cost is
     bounded whatever the agent's rooms. ``UPPER(content) LIKE UPPER(pattern)`` with ``%``,
-    ``_`` and ``\\`` escaped is a case-insensitive literal substring match.
+    ``_`` and ``\\`` escaped is a case-insensitive literal substring match. A strict run's
+    lens keeps, in both steps, only what the run may receive (the walk reads whole rows then,
+    which its rules need).
     """
     room = "AND conversation_id = %(room)s" if one_room else ""
+    walked = summary_columns("m") if lens is None else "m.*"
+    kept = "*" if lens is None else summary_columns("newest")
+    found = "found.*" if lens is None else _output_columns("found", lens)
     newest_first = "created_at DESC, seq DESC, id DESC"
 
     def ordered(alias: str) -> str:
         return ", ".join(f"{alias}.{key}" for key in newest_first.split(", "))
 
     return f"""
-    WITH rooms AS MATERIALIZED (
+    WITH {_with(lens)} rooms AS MATERIALIZED (
         SELECT conversation_id FROM {MEMBERSHIPS}
         WHERE workspace_id = %(ws)s AND agent_id = %(agent)s AND left_at IS NULL {room}
     ), walk AS MATERIALIZED (
-        SELECT * FROM (
-            SELECT {summary_columns("m")} FROM {MESSAGES} AS m
+        SELECT {kept} FROM (
+            SELECT {walked} FROM {MESSAGES} AS m
             WHERE m.workspace_id = %(ws)s AND m.deleted_at IS NULL {room.replace("AND ", "AND m.")}
             ORDER BY {ordered("m")} LIMIT {SEARCH_WALK}
         ) AS newest
         WHERE newest.conversation_id IN (SELECT conversation_id FROM rooms)
-          AND UPPER(newest.content) LIKE UPPER(%(pattern)s)
+          AND UPPER(newest.content) LIKE UPPER(%(pattern)s) {_visible(lens, "newest")}
         ORDER BY {ordered("newest")} LIMIT %(limit)s
     )
-    SELECT (SELECT count(*) FROM rooms), found.*
+    SELECT (SELECT count(*) FROM rooms), {found}
     FROM (SELECT 1) AS one LEFT JOIN (
         SELECT * FROM walk WHERE (SELECT count(*) FROM walk) = %(limit)s
         UNION ALL
@@ -344,7 +456,7 @@ def _search_statement(*, one_room: bool) -> str:
             SELECT {summary_columns("m")} FROM {MESSAGES} AS m
             WHERE m.workspace_id = %(ws)s AND m.deleted_at IS NULL
               AND m.conversation_id IN (SELECT conversation_id FROM rooms)
-              AND UPPER(m.content) LIKE UPPER(%(pattern)s)
+              AND UPPER(m.content) LIKE UPPER(%(pattern)s) {_visible(lens, "m")}
             ORDER BY {ordered("m")} LIMIT %(limit)s
         ) AS everything
         WHERE (SELECT count(*) FROM walk) < %(limit)s
@@ -360,6 +472,7 @@ def message_search(
     query: str,
     limit: int,
     conversation_id: uuid.UUID | None = None,
+    lens: RunLens | None = None,
 ) -> list[MessageRow]:
     """Case-insensitive literal substring search, newest first (``_search_statement``).
 
@@ -373,7 +486,9 @@ def message_search(
         "pattern": f"%{connection.ops.prep_for_like_query(query)}%",
         "limit": limit,
     }
-    rows = _rows(_search_statement(one_room=conversation_id is not None), params)
+    rows = _rows(
+        _search_statement(one_room=conversation_id is not None, lens=lens), _params(lens, params)
+    )
     if conversation_id is not None and rows[0][0] == 0:
         raise NotFound()
     return [MessageRow(*row[1:]) for row in rows if row[1] is not None]

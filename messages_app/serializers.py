@@ -188,6 +188,11 @@ class MessageSummarySerializer(Shape):
     threadId = serializers.UUIDField(source="thread_id", allow_null=True)
     content = serializers.CharField()
     createdAt = serializers.DateTimeField(source="created_at")
+    sourcesErased = serializers.BooleanField(
+        source="sources_erased",
+        help_text="A message this one was based on (its lineage, transitively) has been erased "
+        "or deleted since; every restriction it inherited still applies.",
+    )
 
 
 class IdentityLinkCreateSerializer(StrictSerializer):
@@ -205,8 +210,16 @@ class IdentityLinkSerializer(Shape):
     revokedAt = serializers.DateTimeField(source="revoked_at", allow_null=True)
 
 
+class ToolMessageSummary(MessageSummarySerializer):
+    deliverable = serializers.BooleanField(
+        required=False,
+        help_text="Run tokens only: whether a reply citing this message would pass the final "
+        "delivery check now (false: reading it would block the run's reply).",
+    )
+
+
 class MessagePage(Shape):
-    items = MessageSummarySerializer(many=True, help_text="Newest first.")
+    items = ToolMessageSummary(many=True, help_text="Newest first.")
     total = serializers.IntegerField(
         help_text="Live messages in the conversation (before beforeDate, if given)."
     )
@@ -219,7 +232,7 @@ class MessagePage(Shape):
 
 
 class MessageSearchResult(Shape):
-    items = MessageSummarySerializer(many=True, help_text="Newest first.")
+    items = ToolMessageSummary(many=True, help_text="Newest first.")
     total = serializers.IntegerField(help_text="The number of items returned by this call.")
     limit = serializers.IntegerField()
 

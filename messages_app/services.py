@@ -17,13 +17,15 @@ from datetime import datetime, timedelta
 from typing import TypeVar
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from formation.auth import token_digest, token_text
 from formation.bulk_insert import insert_rows
 from formation.errors import InvalidArguments, NotFound
+from messages_app import lifecycle
 from messages_app.models import (
+    DEFAULT_LANGUAGE,
     Account,
     Agent,
     ApiToken,
@@ -38,6 +40,7 @@ from messages_app.models import (
     Run,
     Workspace,
 )
+from messages_app.selectors import text_search_configurations
 
 # A message stamped further in the future than this would sort above everything said later.
 MAX_CLOCK_SKEW = timedelta(minutes=5)
@@ -56,10 +59,15 @@ MAX_RECENT_MESSAGES = 1_000
 SourceId = TypeVar("SourceId", uuid.UUID, str)
 
 
-def workspace_create(*, slug: str, name: str = "") -> Workspace:
+def workspace_create(*, slug: str, name: str = "", language: str = DEFAULT_LANGUAGE) -> Workspace:
+    """A new workspace whose search uses text search configuration ``language``."""
+    if language not in text_search_configurations():
+        raise InvalidArguments.for_field(
+            "language", "Not a text search configuration of this database (see pg_ts_config)."
+        )
     try:
         with transaction.atomic():
-            return Workspace.objects.create(slug=slug, name=name or slug)
+            return Workspace.objects.create(slug=slug, name=name or slug, language=language)
     except IntegrityError as duplicate:
         raise InvalidArguments("A workspace with this slug already exists.") from duplicate
 
@@ -474,7 +482,13 @@ def message_create(
 
 
 def message_edit(*, message: Message, content: str) -> Message:
+    """Replace the body (no earlier version is kept), so a legal hold on the conversation
+    refuses it as it refuses a delete: under the same lock, an edit commits before a hold or
+    is refused after it."""
     with transaction.atomic():
+        lifecycle.refuse_if_held(
+            workspace_id=message.workspace_id, conversation_ids=[message.conversation_id]
+        )
         updated = Message.objects.filter(
             workspace_id=message.workspace_id, pk=message.pk, deleted_at__isnull=True
         ).update(content=content, edited_at=timezone.now())
@@ -485,16 +499,20 @@ def message_edit(*, message: Message, content: str) -> Message:
 
 
 def message_delete(*, message: Message) -> None:
-    """Erase the body for good. The row stays so seq is never reused and replies keep a target."""
+    """Erase the body for good. The row stays so seq is never reused and replies keep a target.
+
+    The same erasure retention and account erasure apply (``lifecycle.messages_erase``), and
+    refused in the same way while a legal hold covers the conversation.
+    """
     with transaction.atomic():
-        erased = Message.objects.filter(
-            workspace_id=message.workspace_id, pk=message.pk, deleted_at__isnull=True
-        ).update(content="", deleted_at=timezone.now(), edited_at=None)
-        if not erased:
+        lifecycle.refuse_if_held(
+            workspace_id=message.workspace_id, conversation_ids=[message.conversation_id]
+        )
+        erased = lifecycle.messages_erase(
+            workspace_id=message.workspace_id, message_ids=[message.pk]
+        )
+        if not erased.messages:
             raise NotFound()
-        Conversation.objects.filter(
-            workspace_id=message.workspace_id, pk=message.conversation_id
-        ).update(live_message_count=F("live_message_count") - 1)
 
 
 def identity_link_create(

@@ -3,7 +3,9 @@ into ``formation.tools`` when this app is ready (REST, ``GET /tools`` and MCP al
 
 Each body takes the call and already-validated arguments and answers the JSON body of SPEC §5.
 With a run token the registry holds the run for the call, and what a body reports with
-``call.returned`` is recorded as the run's evidence in the same transaction as the read.
+``call.returned`` is recorded as the run's evidence in the same transaction as the read; every
+message carries ``deliverable``, and a run whose ``toolScope`` is ``deliverable`` is shown only
+what its destination may receive (the run's lens, ``selectors.RunLens``, on ``call.lens``).
 """
 
 from __future__ import annotations
@@ -20,8 +22,16 @@ from messages_app.serializers import (
     ListMessagesQuery,
     MessagePage,
     MessageSearchResult,
-    MessageSummarySerializer,
     SearchMessagesQuery,
+    ToolMessageSummary,
+)
+
+# What the three membership tools add for a run token (runs that cannot be poisoned).
+DELIVERABLE_NOTE = (
+    " With a run token every message also carries deliverable: false means a reply citing it "
+    "would be refused (delivery_blocked), because the conversation you answer may not see it; "
+    "avoid reading such messages. A run created with toolScope deliverable is shown only the "
+    "messages its conversation may receive, as search_history."
 )
 
 
@@ -41,11 +51,17 @@ def list_messages(call: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
     }
     if "direction" in arguments:
         page = selectors.message_list_around(
-            **scope, anchor_id=arguments["anchorId"], direction=arguments["direction"]
+            **scope,
+            anchor_id=arguments["anchorId"],
+            direction=arguments["direction"],
+            lens=call.lens,
         )
     else:
         page = selectors.message_list(
-            **scope, offset=arguments["offset"], before_date=arguments.get("beforeDate")
+            **scope,
+            offset=arguments["offset"],
+            before_date=arguments.get("beforeDate"),
+            lens=call.lens,
         )
     call.returned(page.items)
     return MessagePage.render(page)
@@ -57,9 +73,10 @@ def get_message(call: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
         workspace_id=caller.workspace_id,
         agent_id=caller.agent_id,
         message_id=arguments["messageId"],
+        lens=call.lens,
     )
     call.returned([message])
-    return MessageSummarySerializer.render(message)
+    return ToolMessageSummary.render(message)
 
 
 def search_messages(call: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -72,6 +89,7 @@ def search_messages(call: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]
         query=arguments["query"],
         limit=arguments["limit"],
         conversation_id=arguments.get("conversationId"),
+        lens=call.lens,
     )
     audit.lookup_event_record(
         tool=SearchTool.SEARCH_MESSAGES,
@@ -105,7 +123,7 @@ LIST_MESSAGES = register(
             "(exactly one of before, after or around). Only conversations this agent is a "
             "current member of can be read, and deleted messages never appear. It does not "
             "search: to find messages by their words use search_messages (exact text) or "
-            "search_history (ranked search over everything this run may use)."
+            "search_history (ranked search over everything this run may use)." + DELIVERABLE_NOTE
         ),
         arguments=ListMessagesQuery,
         argument_descriptions={
@@ -140,7 +158,7 @@ GET_MESSAGE = register(
             "Fetch one message by its id (a UUID taken from another tool's result). Answers "
             "not_found both when the message does not exist and when this agent may not read "
             "its conversation. To see the messages around it, use list_messages with around "
-            "set to this id."
+            "set to this id." + DELIVERABLE_NOTE
         ),
         arguments=GetMessageArguments,
         argument_descriptions={"messageId": "The message's id (a UUID)."},
@@ -159,6 +177,7 @@ SEARCH_MESSAGES = register(
             "rank: no word forms, synonyms or paraphrases match, and % and _ are ordinary "
             "characters. To find what was said about a topic, or a decision, use "
             "search_history instead. total counts the items returned, not every match."
+            + DELIVERABLE_NOTE
         ),
         arguments=SearchMessagesQuery,
         argument_descriptions={

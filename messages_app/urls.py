@@ -5,17 +5,38 @@ from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from formation import paths  # noqa: F401  (registers the ``id`` converter)
-from messages_app import views
+from messages_app import lifecycle_views, views
 
 router = SimpleRouter(trailing_slash=False)
 router.register("accounts", views.AccountViewSet, basename="account")
 router.register("agents", views.AgentViewSet, basename="agent")
 router.register("conversations", views.ConversationViewSet, basename="conversation")
 router.register("identity-links", views.IdentityLinkViewSet, basename="identity-link")
+router.register("legal-holds", lifecycle_views.LegalHoldViewSet, basename="legal-hold")
 
 urlpatterns = [
     path("messages", views.ListMessagesView.as_view(), name="list-messages"),
     path("messages/search", views.SearchMessagesView.as_view(), name="search-messages"),
     path("messages/<id:message_id>", views.MessageView.as_view(), name="message-detail"),
+    # The data lifecycle (docs/lifecycle.md).
+    path("retention", lifecycle_views.WorkspaceRetentionView.as_view(), name="retention"),
+    path(
+        "conversations/<id:pk>/retention",
+        lifecycle_views.ConversationRetentionView.as_view(),
+        name="conversation-retention",
+    ),
+    path(
+        "conversations/<id:pk>/export",
+        lifecycle_views.ConversationExportView.as_view(),
+        name="conversation-export",
+    ),
+    path(
+        "accounts/<id:pk>/erase", lifecycle_views.AccountEraseView.as_view(), name="account-erase"
+    ),
+    path(
+        "accounts/<id:pk>/export",
+        lifecycle_views.AccountExportView.as_view(),
+        name="account-export",
+    ),
     *router.urls,
 ]

@@ -14,7 +14,7 @@ from typing import Any
 import django_filters
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.decorators import action
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
@@ -22,7 +22,7 @@ from rest_framework.response import Response
 from rest_framework.viewsets import GenericViewSet
 
 from formation.auth import IsServiceToken
-from formation.errors import InvalidArguments, InvalidArgumentsDetails
+from formation.errors import InvalidArguments, InvalidArgumentsDetails, LegalHoldActive
 from formation.fields import check_query_keys, query_params
 from formation.openapi import (
     AGENT,
@@ -31,6 +31,7 @@ from formation.openapi import (
     TOOLS_TAG,
     answers,
     declare_links,
+    error_response,
     filter_parameters,
     id_in_path,
     tool_parameters,
@@ -73,9 +74,22 @@ from messages_app.serializers import (
     MessagePage,
     MessageSearchResult,
     MessageSummarySerializer,
+    ToolMessageSummary,
 )
 
 PAGE_KEYS = {"limit", "offset"}
+
+
+class LegalHoldDetails(Shape):
+    holdId = serializers.UUIDField(help_text="The legal hold that refused it.")
+
+
+LEGAL_HOLD = error_response(
+    "LegalHoldError",
+    [LegalHoldActive],
+    "a legal hold covers the messages this would erase or edit; nothing was changed.",
+    LegalHoldDetails,
+)
 
 
 def validated(serializer_class, request: Request) -> dict[str, Any]:
@@ -454,24 +468,32 @@ class SearchMessagesView(ToolView):
         ),
         tags=[TOOLS_TAG],
         parameters=[id_in_path("message_id")],
-        responses=answers({200: MessageSummarySerializer}, 400, 401, 403, 404),
+        responses=answers({200: ToolMessageSummary}, 400, 401, 403, 404),
     ),
     patch=extend_schema(
         operation_id="message_edit",
         summary="Edit a message",
-        description=f"{SERVICE} Search stays in step with the new text.",
+        description=f"{SERVICE} Search stays in step with the new text; no earlier version "
+        "is kept, so a legal hold on the conversation refuses it (legal_hold_active).",
         tags=[RUNTIME_TAG],
         parameters=[id_in_path("message_id")],
         request=MessageEditSerializer,
-        responses=answers({200: MessageSummarySerializer}, 400, 401, 403, 404),
+        responses={
+            **answers({200: MessageSummarySerializer}, 400, 401, 403, 404),
+            409: LEGAL_HOLD,
+        },
     ),
     delete=extend_schema(
         operation_id="message_delete",
         summary="Delete a message",
-        description=f"{SERVICE} Erases the body for good; deleting twice is not_found.",
+        description=f"{SERVICE} Erases the body for good; deleting twice is not_found; "
+        "a legal hold on the conversation refuses it (legal_hold_active).",
         tags=[RUNTIME_TAG],
         parameters=[id_in_path("message_id")],
-        responses=answers({204: OpenApiResponse(description="Deleted.")}, 400, 401, 403, 404),
+        responses={
+            **answers({204: OpenApiResponse(description="Deleted.")}, 400, 401, 403, 404),
+            409: LEGAL_HOLD,
+        },
     ),
 )
 class MessageView(ToolView):
@@ -510,7 +532,11 @@ class MessageView(ToolView):
 
 declare_links(
     {
-        "accounts_create": {"GetAccount": ("accounts_retrieve", "id")},
+        "accounts_create": {
+            "GetAccount": ("accounts_retrieve", "id"),
+            "ExportAccount": ("account_export", "id"),
+            "EraseAccount": ("account_erase", "id"),
+        },
         "agents_create": {"GetAgent": ("agents_retrieve", "id")},
         "conversations_create": {
             "GetConversation": ("conversations_retrieve", "id"),
@@ -518,6 +544,8 @@ declare_links(
             "AddMember": ("conversations_members_create", "id"),
             "PostMessage": ("conversations_messages_create", "id"),
             "PostMessages": ("conversations_messages_bulk_create", "id"),
+            "SetRetention": ("conversation_retention_update", "id"),
+            "ExportConversation": ("conversation_export", "id"),
         },
         "conversations_messages_create": {
             "GetMessage": ("get_message", "message_id"),
@@ -528,6 +556,10 @@ declare_links(
             "GetIdentityLink": ("identity_links_retrieve", "id"),
             "VerifyIdentityLink": ("identity_links_verify_create", "id"),
             "RevokeIdentityLink": ("identity_links_revoke_create", "id"),
+        },
+        "legal_holds_create": {
+            "GetLegalHold": ("legal_holds_retrieve", "id"),
+            "ReleaseLegalHold": ("legal_holds_release", "id"),
         },
     }
 )

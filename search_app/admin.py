@@ -25,7 +25,7 @@ import uuid
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import Model, QuerySet
+from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -33,8 +33,10 @@ from django.utils.safestring import SafeString, mark_safe
 
 from audit_app.models import (
     EXCLUSION_REASONS,
+    INSPECT_LIFECYCLE_PERMISSION,
     INSPECT_PERMISSION,
     ConversationSearchEvent,
+    LifecycleEvent,
     SearchTool,
 )
 from audit_app.selectors import events_for_query_text
@@ -64,9 +66,30 @@ FILTER_ORDER = ("speaker", "after", "before", "conversationId", "limit")
 NOT_COUNTED = "Not counted: only search_history classifies the matches it withholds."
 
 
-def _may_inspect(request: HttpRequest) -> bool:
-    user = request.user
-    return user.is_active and user.is_staff and user.has_perm(INSPECT_PERMISSION)
+class InspectOnlyAdmin(admin.ModelAdmin):
+    """Shown only to active staff holding ``inspect_permission`` (superusers hold every
+    permission), and read-only for everybody: the rows are written by the service alone."""
+
+    inspect_permission: str
+
+    def _may_inspect(self, request: HttpRequest) -> bool:
+        user = request.user
+        return user.is_active and user.is_staff and user.has_perm(self.inspect_permission)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self._may_inspect(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return self._may_inspect(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
 
 
 class AgentFilter(AutocompleteListFilter):
@@ -92,7 +115,8 @@ def _table(name: str, head: SafeString, rows: list[SafeString]) -> SafeString:
 
 
 @admin.register(ConversationSearchEvent)
-class ConversationSearchEventAdmin(FormationAdminMixin, admin.ModelAdmin):
+class ConversationSearchEventAdmin(FormationAdminMixin, InspectOnlyAdmin):
+    inspect_permission = INSPECT_PERMISSION
     # Short columns only, so the list fits a 1400 px window beside both sidebars; the
     # workspace, run and key are on each event's page and in the filters.
     list_display = (
@@ -139,21 +163,6 @@ class ConversationSearchEventAdmin(FormationAdminMixin, admin.ModelAdmin):
         "exclusion_counts",
     )
     readonly_fields = fields
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return _may_inspect(request)
-
-    def has_view_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return _may_inspect(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return False
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet, search_term: str
@@ -310,3 +319,58 @@ def _filter_order(item: tuple[str, Any]) -> tuple[int, str]:
 
 def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.6f}".rstrip("0").rstrip(".")
+
+
+@admin.register(LifecycleEvent)
+class LifecycleEventAdmin(InspectOnlyAdmin):
+    """The lifecycle record (docs/lifecycle.md): like the search audit, visible only with its
+    own permission (``audit_app.inspect_lifecycle``) and read-only for everybody. Rows are
+    written by retention, erasure, holds and exports, and name what they touched by id only."""
+
+    inspect_permission = INSPECT_LIFECYCLE_PERMISSION
+    list_display = ("created_at", "action", "subject_kind", "outcome", "message_count", "actor")
+    list_filter = ("action", "outcome", "subject_kind", "created_at")
+    date_hierarchy = "created_at"
+    search_fields = ("=workspace_id", "=subject_id", "=hold_id", "=actor_token_id")
+    search_help_text = "A workspace, conversation, account, hold or token id."
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    actions = None
+    fields = (
+        "id",
+        "created_at",
+        "finished_at",
+        "action",
+        "outcome",
+        "workspace_id",
+        "subject_kind",
+        "subject_id",
+        "hold_id",
+        "actor",
+        "actor_token_id",
+        "counts",
+    )
+    readonly_fields = fields
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet, search_term: str
+    ) -> tuple[QuerySet, bool]:
+        """An exact id, or nothing: the id columns are UUIDs, never a text to scan."""
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        try:
+            wanted = uuid.UUID(term)
+        except ValueError:
+            return queryset.none(), False
+        by_id = (
+            Q(workspace_id=wanted)
+            | Q(subject_id=wanted)
+            | Q(hold_id=wanted)
+            | Q(actor_token_id=wanted)
+        )
+        return queryset.filter(by_id), False
+
+    @admin.display(description="messages")
+    def message_count(self, obj: LifecycleEvent) -> object:
+        return obj.counts.get("messages", "-")

@@ -2,8 +2,8 @@
 
 The triggers keep ``message_search_documents`` in step on every write, so on a healthy database
 ``rebuild_search_documents`` finds nothing to fix. It exists for what triggers cannot cover: a
-database restored from a dump taken without them, a change of the text-search configuration,
-or a proof after a crash that nothing drifted.
+database restored from a dump taken without them, a change of a workspace's language (its
+text search configuration), or a proof after a crash that nothing drifted.
 """
 
 from __future__ import annotations
@@ -14,14 +14,15 @@ from dataclasses import dataclass
 
 from django.db import connection, transaction
 
-from messages_app.models import Message, MessageLineageRoom
-from search_app.models import SEARCH_CONFIG, MessageSearchDocument
+from messages_app.models import Message, MessageLineageRoom, Workspace
+from search_app.models import MessageSearchDocument
 
 DEFAULT_BATCH_SIZE = 5_000
 
 _MESSAGES = Message._meta.db_table
 _DOCUMENTS = MessageSearchDocument._meta.db_table
 _ROOMS = MessageLineageRoom._meta.db_table
+_WORKSPACES = Workspace._meta.db_table
 
 # A batch is locked FOR SHARE by one statement and compared by the next: under READ COMMITTED
 # the second statement's snapshot already includes any edit the lock waited for, and no edit
@@ -29,6 +30,11 @@ _ROOMS = MessageLineageRoom._meta.db_table
 # trigger runs).
 _LOCK = f"""
     SELECT id FROM {_MESSAGES} WHERE id > %(after)s ORDER BY id LIMIT %(size)s FOR SHARE
+"""
+# One workspace's messages, through its ``(workspace_id, id)`` key.
+_LOCK_WORKSPACE = f"""
+    SELECT id FROM {_MESSAGES} WHERE workspace_id = %(workspace)s AND id > %(after)s
+    ORDER BY workspace_id, id LIMIT %(size)s FOR SHARE
 """
 
 _BATCH = f"""
@@ -38,12 +44,14 @@ _BATCH = f"""
         FROM {_MESSAGES}
         WHERE id = ANY(%(ids)s::uuid[])
     ), expected AS (
-        SELECT id, workspace_id, conversation_id, created_at, sender_account_id,
-               sender_agent_id, to_tsvector(%(config)s::regconfig, content) AS document,
+        SELECT batch.id, batch.workspace_id, batch.conversation_id, batch.created_at,
+               batch.sender_account_id, batch.sender_agent_id,
+               formation_search_document(w.language::regconfig, batch.content) AS document,
                (SELECT array_agg(r.conversation_id ORDER BY r.conversation_id)
                 FROM {_ROOMS} AS r WHERE r.message_id = batch.id) AS lineage_rooms
         FROM batch
-        WHERE deleted_at IS NULL
+        JOIN {_WORKSPACES} AS w ON w.id = batch.workspace_id
+        WHERE batch.deleted_at IS NULL
     )
 """
 
@@ -120,22 +128,26 @@ def search_documents_rebuild(
     fix: bool = True,
     batch_size: int = DEFAULT_BATCH_SIZE,
     progress: Callable[[RebuildReport], None] | None = None,
+    workspace_id: uuid.UUID | None = None,
 ) -> RebuildReport:
-    """Compare every message with its document, batch by batch; repair unless ``fix`` is off.
+    """Compare every message (of one workspace, with ``workspace_id``) with its document,
+    batch by batch; repair unless ``fix`` is off.
 
     ``missing``: a live message without a document; ``stale``: a document that differs from
-    what its message's body and inherited rooms give now; ``orphaned``: a document for a
+    what its message's body, its workspace's language and its inherited rooms give now (after
+    the language changed, every document with a word in it); ``orphaned``: a document for a
     deleted message.
     """
     report = RebuildReport()
     after = uuid.UUID(int=0)
+    lock = _LOCK if workspace_id is None else _LOCK_WORKSPACE
     while True:
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(_LOCK, {"after": after, "size": batch_size})
+            cursor.execute(lock, {"after": after, "size": batch_size, "workspace": workspace_id})
             ids = [row[0] for row in cursor.fetchall()]
             if not ids:
                 return report
-            cursor.execute(_REPAIR if fix else _CHECK, {"ids": ids, "config": SEARCH_CONFIG})
+            cursor.execute(_REPAIR if fix else _CHECK, {"ids": ids})
             missing, stale, orphaned = cursor.fetchone()
         report.checked += len(ids)
         report.missing += missing

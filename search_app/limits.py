@@ -1,5 +1,10 @@
 """The numbers a run's searches are held to, shared by the services, the argument serializers
-and the tool's description (SPEC §5)."""
+and the tool's description (SPEC §5), and a run's budget as search_history and GET /runs/{id}
+report it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
 
 # Distinct messages (hits and neighbours) a run may bring in through search_history.
 EVIDENCE_BUDGET = 400
@@ -7,3 +12,15 @@ MAX_HITS = 20
 DEFAULT_HITS = 8
 MAX_MEMORIES = 50
 DEFAULT_MEMORIES = 10
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What a run has spent of search_history's evidence budget."""
+
+    used: int
+    limit: int = EVIDENCE_BUDGET
+
+    @property
+    def remaining(self) -> int:
+        return max(self.limit - self.used, 0)

@@ -15,17 +15,31 @@ import uuid
 
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
-from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.contrib.postgres.search import SearchVectorField
 from django.db import models
+from django.db.models import F, Func, Value
 from django.utils import timezone
 
-from messages_app.models import Agent, Conversation, Message, Run, Workspace
+from messages_app.models import DEFAULT_LANGUAGE, Agent, Conversation, Message, Run, Workspace
 
-# The one text-search configuration, used to index and to query (docs/search.md, "Full-text
-# search").
-# It is PostgreSQL's ``english`` (Snowball stemming, English stop words) with ``unaccent`` in
-# front of the stemmer, so "cafe" finds "café".
-SEARCH_CONFIG = "formation_english"
+# The text search configuration of memories, and of workspaces that name no other
+# (``Workspace.language``; docs/search.md, "Full-text search"). It is PostgreSQL's ``english``
+# (Snowball stemming, English stop words) with ``unaccent`` in front of the stemmer, so "cafe"
+# finds "café".
+SEARCH_CONFIG = DEFAULT_LANGUAGE
+
+
+def search_document(config: str, text: str) -> Func:
+    """``formation_search_document(config, text)`` (migration 0005): the configuration's
+    lexemes, and overlapping character bigrams for Han, kana and Hangul, which have no spaces
+    between words. The one definition of a document, for the projection's triggers, the
+    rebuild, memories and every query's parts alike."""
+    return Func(
+        Value(config),
+        F(text),
+        function="formation_search_document",
+        output_field=SearchVectorField(),
+    )
 
 
 class MessageSearchDocument(models.Model):
@@ -92,7 +106,7 @@ class AgentMemory(models.Model):
     )
     content = models.TextField()
     document = models.GeneratedField(
-        expression=SearchVector("content", config=SEARCH_CONFIG),
+        expression=search_document(SEARCH_CONFIG, "content"),
         output_field=SearchVectorField(),
         db_persist=True,
     )

@@ -51,6 +51,7 @@ from messages_app.models import (
     Message,
     MessageLineageRoom,
     Run,
+    ToolScope,
 )
 from search_app.models import MemoryLineage, MemoryRoom, MessageSearchDocument
 
@@ -136,6 +137,7 @@ class RunState:
 
     finished_at: datetime | None
     history_evidence_count: int
+    tool_scope: str = ToolScope.MEMBERSHIP
 
 
 def _same_person(account: str) -> str:
@@ -203,7 +205,7 @@ def _run_row(lock: str | None) -> str:
     return f"""run AS MATERIALIZED (
         SELECT r.id, r.agent_id, r.conversation_id AS destination_id, r.requester_id,
                r.current_message_id, r.recent_message_ids, r.finished_at,
-               r.history_evidence_count, d.kind AS destination_kind
+               r.history_evidence_count, r.tool_scope, d.kind AS destination_kind
         FROM {RUNS} AS r
         JOIN {CONVERSATIONS} AS d ON d.workspace_id = %(p_workspace)s AND d.id = r.conversation_id
         WHERE r.workspace_id = %(p_workspace)s AND r.id = %(p_run)s
@@ -211,10 +213,9 @@ def _run_row(lock: str | None) -> str:
     )"""
 
 
-def scope_statement(lock: str | None, *, scope: bool = True) -> str:
+def scope_statement(lock: str | None) -> str:
     """One statement: the run's row (locked ``FOR UPDATE`` or ``FOR SHARE`` with ``lock``)
-    and the scope its perspective needs, from the canonical tables; the row alone without
-    ``scope``.
+    and the scope its perspective needs, from the canonical tables.
 
     ``permitted``: conversations of the workspace whose audience permits D (rule 3);
     ``sources``: those A was ever a member of, the only ones that can hold observed messages;
@@ -229,8 +230,6 @@ def scope_statement(lock: str | None, *, scope: bool = True) -> str:
     newest one (READ COMMITTED re-reads a locked row), so the budget counter on it is the one
     the previous search committed.
     """
-    if not scope:
-        return f"WITH {_run_row(lock)} SELECT run.* FROM run"
     return f"""
     WITH {_run_row(lock)}, destination_readers AS MATERIALIZED (
         SELECT a.id AS account_id FROM {ACCOUNTS} AS a
@@ -279,21 +278,17 @@ def scope_statement(lock: str | None, *, scope: bool = True) -> str:
 
 
 def run_scope(
-    *, workspace_id: uuid.UUID, run_id: uuid.UUID, lock: str | None, scope: bool = True
+    *, workspace_id: uuid.UUID, run_id: uuid.UUID, lock: str | None
 ) -> tuple[Perspective, RunState]:
     """The run's perspective with its scope, and its state, read by one statement.
 
     ``lock`` is ``"UPDATE"`` (searches, memories, the reply: one at a time per run),
     ``"SHARE"`` (the other tools) or ``None``. A run of another workspace is ``NotFound``.
     Every later statement of the call applies this same scope, so its hits, neighbours and
-    counts agree, and nothing is kept beyond the call. Without ``scope`` only the run's row is
-    read (a tool that applies no rule of this module needs no more), and the perspective has
-    no scope for a fragment to use.
+    counts agree, and nothing is kept beyond the call.
     """
     with connection.cursor() as cursor:
-        cursor.execute(
-            scope_statement(lock, scope=scope), {"p_workspace": workspace_id, "p_run": run_id}
-        )
+        cursor.execute(scope_statement(lock), {"p_workspace": workspace_id, "p_run": run_id})
         row = cursor.fetchone()
     if row is None:
         raise NotFound()
@@ -306,6 +301,7 @@ def run_scope(
         recent_message_ids,
         finished_at,
         history_evidence_count,
+        tool_scope,
         destination_kind,
         *arrays,
     ) = row
@@ -318,10 +314,12 @@ def run_scope(
         current_message_id=current_message_id,
         recent_message_ids=tuple(recent_message_ids),
         run_id=run_id,
-        scope=dict(zip(SCOPE_NAMES, arrays, strict=True)) if scope else {},
+        scope=dict(zip(SCOPE_NAMES, arrays, strict=True)),
     )
     return perspective, RunState(
-        finished_at=finished_at, history_evidence_count=history_evidence_count
+        finished_at=finished_at,
+        history_evidence_count=history_evidence_count,
+        tool_scope=tool_scope,
     )
 
 

@@ -43,7 +43,7 @@ from django.db import connection
 
 from messages_app.models import Account, Agent, RunEvidence
 from messages_app.selectors import SUMMARY_COLUMNS, MessageRow
-from search_app.models import SEARCH_CONFIG, AgentMemory, MessageSearchDocument, RunMemory
+from search_app.models import AgentMemory, MessageSearchDocument, RunMemory
 from search_app.perspective import (
     CONVERSATIONS,
     MESSAGES,
@@ -56,7 +56,7 @@ from search_app.perspective import (
     receivable_reference,
     scope_ctes,
 )
-from search_app.text import TermQuery, highlight_markers, quote_lexeme
+from search_app.text import Term, TermQuery, highlight_markers
 
 WEIGHTS = {
     "text": 0.60,
@@ -150,14 +150,15 @@ def _summary_columns(alias: str) -> str:
     )
 
 
-def _phrase_query(lexemes: tuple[str, ...], gap: int) -> str:
+def _phrase_query(terms: tuple[Term, ...], gap: int) -> str:
     """Two different query terms exactly ``gap`` positions apart, either way round (and, for a
-    gap of 1, at one position: words past 16,383 all share it)."""
+    gap of 1, at one position: words past 16,383 all share it). A phrase term's gap is counted
+    from its last word to the other's first, as PostgreSQL's phrase operators count it."""
     distances = (0, 1) if gap == 1 else (gap,)
     pairs = [
-        f"{quote_lexeme(first)} <{distance}> {quote_lexeme(second)}"
-        for first in lexemes
-        for second in lexemes
+        f"{first.operand} <{distance}> {second.operand}"
+        for first in terms
+        for second in terms
         if first != second
         for distance in distances
     ]
@@ -166,7 +167,11 @@ def _phrase_query(lexemes: tuple[str, ...], gap: int) -> str:
 
 def _gap_sql(row: str) -> str:
     """The smallest gap between two different query terms in row ``row``'s document, or NULL
-    when it matched one term only; phrase tests first, every position only past them."""
+    when it matched one term only; phrase tests first, every position only past them.
+
+    Past the phrase tests, the positions of the terms' lexemes (a prefix term's: those it
+    prefixes) are read one by one; for a phrase term that is every word of it, wherever it
+    stands, so the gap found is never taken below what the tests ruled out."""
     tests = "".join(
         f"\n                WHEN d.document @@ %(g_{gap})s::tsquery THEN {gap}"
         for gap in range(1, PHRASE_GAPS + 1)
@@ -174,20 +179,37 @@ def _gap_sql(row: str) -> str:
     return f"""CASE WHEN {row}.matched_terms >= 2 THEN (
             SELECT CASE{tests}
                 ELSE (
-                    SELECT min(x.position - x.previous_position)
+                    SELECT min(GREATEST(x.position - x.previous_position, {PHRASE_GAPS + 1}))
                     FROM (
-                        SELECT u.lexeme, pos.position,
+                        SELECT u.lexeme, q.term, pos.position,
                                lag(pos.position) OVER w AS previous_position,
-                               lag(u.lexeme) OVER w AS previous_lexeme
-                        FROM unnest(d.document) AS u(lexeme, positions, weights),
-                             unnest(u.positions) AS pos(position)
-                        WHERE u.lexeme = ANY(%(q_lexemes)s::text[])
+                               lag(u.lexeme) OVER w AS previous_lexeme,
+                               lag(q.term) OVER w AS previous_term
+                        FROM unnest(d.document) AS u(lexeme, positions, weights)
+                        JOIN unnest(%(q_lexemes)s::text[], %(q_terms)s::int[],
+                                    %(q_prefixes)s::bool[]) AS q(lexeme, term, prefix)
+                          ON u.lexeme = q.lexeme OR (q.prefix AND starts_with(u.lexeme, q.lexeme))
+                        CROSS JOIN unnest(u.positions) AS pos(position)
                         WINDOW w AS (ORDER BY pos.position)
                     ) AS x
-                    WHERE x.previous_lexeme <> x.lexeme)
+                    WHERE x.previous_lexeme <> x.lexeme AND x.previous_term <> x.term)
             END
             FROM {DOCUMENTS} AS d
             WHERE d.workspace_id = %(p_workspace)s AND d.message_id = {row}.id) END"""
+
+
+def _term_lexemes(query: TermQuery) -> dict[str, list]:
+    """Every term's lexemes, with the term they belong to and whether they match by prefix."""
+    rows = [
+        (lexeme, number, prefix)
+        for number, term in enumerate(query.terms)
+        for lexeme, prefix in zip(term.lexemes, term.prefixes, strict=True)
+    ]
+    return {
+        "q_lexemes": [lexeme for lexeme, _, _ in rows],
+        "q_terms": [number for _, number, _ in rows],
+        "q_prefixes": [prefix for _, _, prefix in rows],
+    }
 
 
 def _closeness_sql(gap: str) -> str:
@@ -238,7 +260,7 @@ def hits_statement(
     canonical messages and checks every rule again; ``nearby`` finds their neighbours. One
     result set answers all of it, tagged by ``kind``.
     """
-    terms = range(len(query.lexemes))
+    terms = range(len(query.terms))
     fetch = limit + RECHECK_MARGIN
     flags = "".join(
         f", CASE WHEN classified.reason IS NULL THEN classified.document @@ %(q_t{i})s::tsquery"
@@ -368,8 +390,8 @@ def hits_statement(
            {", ".join(f"p.{column}" for column in SUMMARY_COLUMNS)},
            p.coverage, p.closeness, p.actor, p.same_conversation, p.participation, p.recency,
            p.conversation_title, p.conversation_kind, p.speaker_name,
-           ts_headline(%(config)s::regconfig, p.content, %(q_any)s::tsquery, %(h_options)s)
-               AS marked,
+           ts_headline(%(config)s::regconfig, formation_search_masked(p.content),
+                       %(q_any)s::tsquery, %(h_options)s) AS marked,
            EXISTS (SELECT 1 FROM {EVIDENCE} AS e
                    WHERE e.workspace_id = %(p_workspace)s AND e.run_id = %(p_run)s
                      AND e.message_id = p.id) AS seen,
@@ -385,8 +407,7 @@ def hits_statement(
            NULL, NULL
     FROM nearby AS n
     UNION ALL
-    SELECT 'exclusion', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-           NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    SELECT 'exclusion', {", ".join(["NULL"] * EXCLUSION_ROW_NULLS)},
            excluded.reason, count(*)
     FROM excluded WHERE excluded.reason IS NOT NULL GROUP BY excluded.reason
     """
@@ -394,11 +415,11 @@ def hits_statement(
     params = {
         **p.params(),
         "p_run": p.run_id,
-        "config": SEARCH_CONFIG,
+        "config": query.config,
         "q_any": query.tsquery,
-        "q_lexemes": list(query.lexemes),
+        **_term_lexemes(query),
         **{f"q_t{i}": query.term(i) for i in terms},
-        **{f"g_{gap}": _phrase_query(query.lexemes, gap) for gap in range(1, PHRASE_GAPS + 1)},
+        **{f"g_{gap}": _phrase_query(query.terms, gap) for gap in range(1, PHRASE_GAPS + 1)},
         "f_after": filters.after,
         "f_before": filters.before,
         "r_now": now,
@@ -408,6 +429,11 @@ def hits_statement(
         "h_options": f"HighlightAll=true, StartSel={start}, StopSel={stop}",
     }
     return sql, params
+
+
+# The exclusion rows of the history statement leave every other column null: position and
+# side, the summary, the nine ranking and naming columns, the highlight and ``seen``.
+EXCLUSION_ROW_NULLS = 2 + len(SUMMARY_COLUMNS) + 9 + 2
 
 
 def history_read(

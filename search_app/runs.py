@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from django.db import connection, transaction
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 from django.utils import timezone
 
 from audit_app import selectors as audit_selectors
@@ -40,9 +40,11 @@ from messages_app.models import (
     Run,
     RunEvidence,
     TokenKind,
+    ToolScope,
 )
 from messages_app.selectors import get_or_not_found
 from messages_app.services import MAX_RECENT_MESSAGES, MessageDraft, message_create, token_create
+from search_app.deliverability import run_lens
 from search_app.models import MemoryLineage, MemoryRoom, RunMemory
 from search_app.perspective import Perspective, RunState, run_scope
 from search_app.queries import delivery_blockers
@@ -68,8 +70,10 @@ def run_create(
     requester_id: uuid.UUID,
     current_message_id: uuid.UUID | None = None,
     recent_message_ids: Iterable[uuid.UUID] = (),
+    tool_scope: str = ToolScope.MEMBERSHIP,
 ) -> tuple[Run, str]:
-    """Open a turn: the agent must be in the destination, the requester able to read it."""
+    """Open a turn: the agent must be in the destination, the requester able to read it.
+    ``tool_scope`` says what its token's membership tools show (``Run.tool_scope``)."""
     agent = Agent.objects.filter(workspace_id=workspace_id, pk=agent_id).first()
     if agent is None:
         raise InvalidArguments.for_field("agentId", "Unknown agentId.")
@@ -113,6 +117,7 @@ def run_create(
             requester_id=requester_id,
             current_message_id=current_message_id,
             recent_message_ids=recent,
+            tool_scope=tool_scope,
         )
         _, raw_token = token_create(
             workspace_id=workspace_id, kind=TokenKind.RUN, agent=agent, run=run
@@ -126,17 +131,14 @@ def run_lock(
     """Lock the run's row until the caller's transaction ends; ``forbidden`` once finished
     unless ``open_only`` is false, ``not_found`` for a run of another workspace.
 
-    ``exclusive`` (searches, memories, the reply) takes the row ``FOR UPDATE`` and reads the
-    perspective's scope in the same statement; otherwise the row alone is share-locked (the
-    other tools, which only need the run's destination and requester). A lock waits for
-    whoever holds the run, and under READ COMMITTED the row it then returns is the newest one,
-    so its budget counter is the one the previous search committed.
+    ``exclusive`` (searches, memories, the reply) takes the row ``FOR UPDATE``; otherwise it is
+    share-locked (the other tools). Either way the perspective's scope is read in the same
+    statement: the other tools apply it through the run's lens (``deliverability``). A lock
+    waits for whoever holds the run, and under READ COMMITTED the row it then returns is the
+    newest one, so its budget counter is the one the previous search committed.
     """
     perspective, state = run_scope(
-        workspace_id=workspace_id,
-        run_id=run_id,
-        lock="UPDATE" if exclusive else "SHARE",
-        scope=exclusive,
+        workspace_id=workspace_id, run_id=run_id, lock="UPDATE" if exclusive else "SHARE"
     )
     if open_only and state.finished_at is not None:
         raise Forbidden(RUN_FINISHED)
@@ -170,14 +172,18 @@ def tool_call(call: ToolCall, tool: str) -> Iterator[None]:
     The read and the record share one transaction under the run's share lock, so a failed
     call records nothing and a finished run's tools answer ``forbidden``; what the body
     reported with ``call.returned`` is recorded as the run's evidence, with the tool that
-    first returned it. With an agent token the registry holds nothing: no run, no lock, no
-    transaction, and the tool's one statement is its own.
+    first returned it. The statement that takes the lock also reads the run's perspective,
+    which the body's statement applies through ``call.lens`` (``deliverability.run_lens``:
+    every message flagged deliverable, and for a ``toolScope`` of deliverable only what the
+    destination may receive). With an agent token the registry holds nothing: no run, no
+    lock, no transaction, and the tool's one statement is its own.
     """
     workspace_id, run_id = call.caller.workspace_id, call.caller.run_id
     with transaction.atomic():
-        perspective, _ = run_lock(workspace_id=workspace_id, run_id=run_id, exclusive=False)
+        perspective, state = run_lock(workspace_id=workspace_id, run_id=run_id, exclusive=False)
         call.destination_id = perspective.destination_id
         call.requester_id = perspective.requester_id
+        call.lens = run_lens(perspective, strict=state.tool_scope == ToolScope.DELIVERABLE)
         yield
         run_evidence_record(
             workspace_id=workspace_id, run_id=run_id, message_ids=call.returned_ids, tool=tool
@@ -247,7 +253,7 @@ def run_reply(*, workspace_id: uuid.UUID, run_id: uuid.UUID, content: str) -> Me
             lineage_cap=None,
         )
         _inherit_recalled_rooms(perspective, reply)
-        _run_finish(workspace_id=workspace_id, run_id=run_id)
+        _run_finish(workspace_id=workspace_id, run_id=run_id, reply=reply)
     return reply
 
 
@@ -274,9 +280,19 @@ def _inherit_recalled_rooms(perspective: Perspective, reply: Message) -> None:
         )
 
 
-def _run_finish(*, workspace_id: uuid.UUID, run_id: uuid.UUID) -> None:
-    """The run has replied: from now on its tools answer ``forbidden`` (``run_lock``)."""
-    Run.objects.filter(workspace_id=workspace_id, pk=run_id).update(finished_at=timezone.now())
+def _run_finish(*, workspace_id: uuid.UUID, run_id: uuid.UUID, reply: Message) -> None:
+    """The run has replied with ``reply``: from now on its tools answer ``forbidden``
+    (``run_lock``)."""
+    Run.objects.filter(workspace_id=workspace_id, pk=run_id).update(
+        finished_at=timezone.now(), reply=reply
+    )
+
+
+def run_status(*, workspace_id: uuid.UUID, run_id: object) -> Run:
+    """A run of the workspace with ``evidence_count``, the distinct messages its tools have
+    returned (``GET /runs/{id}``), or ``NotFound``."""
+    runs = Run.objects.filter(workspace_id=workspace_id).annotate(evidence_count=Count("evidence"))
+    return get_or_not_found(runs, run_id)
 
 
 def run_trace(*, caller: Caller, run_id: uuid.UUID) -> QuerySet[ConversationSearchEvent]:

@@ -9,10 +9,16 @@ from rest_framework import serializers
 
 from formation.fields import Choice, Id, JsonInteger, StrictSerializer, Text, Timestamp
 from formation.shapes import Shape
-from messages_app.models import ConversationKind
+from messages_app.models import ConversationKind, Run, ToolScope
 from messages_app.serializers import MAX_CONTENT_CHARS, MAX_QUERY_CHARS, MessageSummarySerializer
 from messages_app.services import MAX_RECENT_MESSAGES
-from search_app.limits import DEFAULT_MEMORIES, EVIDENCE_BUDGET, MAX_HITS, MAX_MEMORIES
+from search_app.limits import (
+    DEFAULT_MEMORIES,
+    EVIDENCE_BUDGET,
+    MAX_HITS,
+    MAX_MEMORIES,
+    Budget,
+)
 from search_app.queries import SPEAKERS, HistoryFilters, Hit
 
 if TYPE_CHECKING:
@@ -195,6 +201,13 @@ class RunCreateSerializer(StrictSerializer):
     recentMessageIds = serializers.ListField(
         child=Id(), required=False, max_length=MAX_RECENT_MESSAGES
     )
+    toolScope = Choice(
+        choices=ToolScope.values,
+        required=False,
+        help_text="What list_messages, get_message and search_messages show the run's token: "
+        "membership (the default: what membership allows, each message flagged deliverable) "
+        "or deliverable (only what the destination may receive, as search_history).",
+    )
 
 
 class RunSerializer(Shape):
@@ -203,6 +216,33 @@ class RunSerializer(Shape):
     conversationId = serializers.UUIDField(source="conversation_id")
     requesterId = serializers.UUIDField(source="requester_id")
     createdAt = serializers.DateTimeField(source="created_at")
+
+
+class RunStatusSerializer(RunSerializer):
+    """``GET /runs/{id}``: the run, whether it has replied, and what it has used."""
+
+    status = Choice(choices=["open", "replied"])
+    replyId = serializers.UUIDField(
+        source="reply_id",
+        allow_null=True,
+        help_text="Null while open (and for a run that replied before replies were recorded).",
+    )
+    repliedAt = serializers.DateTimeField(source="finished_at", allow_null=True)
+    toolScope = Choice(choices=ToolScope.values, source="tool_scope")
+    evidenceCount = serializers.IntegerField(
+        source="evidence_count",
+        help_text="Distinct messages the run's tools have returned (its evidence).",
+    )
+    budget = BudgetSerializer(help_text="search_history's evidence budget.")
+
+    @classmethod
+    def of(cls, run: Run) -> dict[str, Any]:
+        """The body for a run read by ``runs.run_status`` (with its ``evidence_count``)."""
+        return cls.render(
+            run,
+            status="open" if run.finished_at is None else "replied",
+            budget=BudgetSerializer.render(Budget(used=run.history_evidence_count)),
+        )
 
 
 class RunCreated(RunSerializer):

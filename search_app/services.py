@@ -25,7 +25,7 @@ from audit_app.models import SearchOutcome, SearchTool
 from formation.errors import SearchBudgetExhausted
 from formation.fields import format_timestamp
 from messages_app.models import Conversation, Message, MessageLineage, MessageLineageRoom
-from search_app.limits import EVIDENCE_BUDGET
+from search_app.limits import EVIDENCE_BUDGET, Budget
 from search_app.models import AgentMemory, MemoryLineage, MemoryRoom, RunMemory
 from search_app.perspective import Perspective
 from search_app.queries import HistoryFilters, Hit, history_read, memory_hits
@@ -34,16 +34,6 @@ from search_app.serializers import SearchLimitDetails, ranking
 from search_app.text import highlights, parse_query
 
 SEARCH_TOOL = "search_history"
-
-
-@dataclass(frozen=True)
-class Budget:
-    used: int
-    limit: int = EVIDENCE_BUDGET
-
-    @property
-    def remaining(self) -> int:
-        return max(self.limit - self.used, 0)
 
 
 @dataclass
@@ -101,7 +91,7 @@ def search_history(
     the whole call back (a constraint PostgreSQL checks only at COMMIT included). A query with
     no searchable word is refused before any of this and is not audited: nothing was searched.
     """
-    query = parse_query(query_text)
+    query = parse_query(query_text, workspace_id=workspace_id)
     now = now or timezone.now()
     filters_record = _filters_record(filters, limit=limit)
     with audit.audited_atomic():
@@ -273,6 +263,7 @@ def memory_search(
     What is returned joins the run's inputs (``RunMemory``), so a reply or memory written
     after it inherits the memories' lineage.
     """
+    # Memories are indexed in the default configuration, whatever the workspace's language.
     query = parse_query(query_text)
     with audit.audited_atomic():
         perspective, _ = run_lock(workspace_id=workspace_id, run_id=run_id, exclusive=True)

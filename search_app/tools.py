@@ -12,6 +12,16 @@ from search_app import runs, services
 from search_app.limits import DEFAULT_HITS, EVIDENCE_BUDGET, MAX_HITS
 from search_app.serializers import SearchHistorySerializer, history_filters, search_history_body
 
+# search_history's query syntax (SPEC §6), for its description here and in the OpenAPI schema.
+QUERY_SYNTAX = (
+    "Query syntax: words are alternatives (any of them may match); a group in double quotes is "
+    'one alternative that matches only where its words stand adjacent and in order ("release '
+    'train"); a word of at least two letters or digits ending in * matches by prefix (deploy* '
+    "finds deployment); every other character is plain text, and a quote without a partner is "
+    "an ordinary character. Chinese, Japanese and Korean text is found by any word of two or "
+    "more characters, also inside a sentence written without spaces."
+)
+
 
 def search_history(call: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
     """Run a validated search_history call for a run token and answer SPEC §5's body."""
@@ -39,15 +49,17 @@ SEARCH_HISTORY = register(
             "are returned, and the run's current message and recent history are left out "
             "because you already have them. It is lexical full-text search, not semantic: "
             "synonyms and paraphrases do not match, so use the words people would have "
-            "written; for an exact phrase or code use search_messages. Needs a run token. A "
-            f"run may bring in at most {EVIDENCE_BUDGET} distinct messages through this tool; "
-            "after that it answers search_budget_exhausted."
+            "written; for an exact code or error string use search_messages. Needs a run "
+            f"token. A run may bring in at most {EVIDENCE_BUDGET} distinct messages through "
+            f"this tool; after that it answers search_budget_exhausted. {QUERY_SYNTAX}"
         ),
         arguments=SearchHistorySerializer,
         argument_descriptions={
             "query": (
-                "Words to look for, at most 500 characters and 24 distinct words. Common "
-                "words such as 'the' are ignored, so a query of only those is invalid."
+                "Words to look for, at most 500 characters and 24 distinct words, phrases or "
+                'prefixes: "quoted words" must be adjacent and in order, word* matches by '
+                "prefix. Common words such as 'the' are ignored, so a query of only those is "
+                "invalid."
             ),
             "speaker": (
                 "Whose messages count as hits: anyone (the default), requester (the person "

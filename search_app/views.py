@@ -32,7 +32,7 @@ from formation.openapi import (
     id_in_path,
 )
 from formation.tools import ToolView
-from messages_app.models import Run
+from messages_app.models import Run, ToolScope
 from messages_app.serializers import ListPageQuery, MessageSummarySerializer
 from messages_app.views import ServiceViewSet, validated
 from search_app import runs, services, tools
@@ -48,6 +48,7 @@ from search_app.serializers import (
     RunCreated,
     RunCreateSerializer,
     RunSerializer,
+    RunStatusSerializer,
     SearchLimitDetails,
 )
 from search_app.trace import RunTrace, search_audit_item
@@ -83,10 +84,11 @@ SEARCH_UNAVAILABLE = error_response(
     ),
     retrieve=extend_schema(
         summary="Get a run",
-        description=SERVICE,
+        description=f"{SERVICE} Whether it has replied, its tool scope, how many messages "
+        "its tools returned and how much of search_history's budget is left.",
         tags=[RUNTIME_TAG],
         parameters=[id_in_path()],
-        responses=answers({200: RunSerializer}, 401, 403, 404),
+        responses=answers({200: RunStatusSerializer}, 401, 403, 404),
     ),
 )
 class RunViewSet(ServiceViewSet):
@@ -105,8 +107,14 @@ class RunViewSet(ServiceViewSet):
             requester_id=data["requesterId"],
             current_message_id=data.get("currentMessageId"),
             recent_message_ids=data.get("recentMessageIds", []),
+            tool_scope=data.get("toolScope", ToolScope.MEMBERSHIP),
         )
         return Response(RunCreated.render(run, token=token), status=status.HTTP_201_CREATED)
+
+    def retrieve(self, request: Request, pk: str) -> Response:
+        check_query_keys(request, allowed=set())
+        run = runs.run_status(workspace_id=request.user.workspace_id, run_id=pk)
+        return Response(RunStatusSerializer.of(run))
 
 
 @extend_schema_view(
@@ -117,7 +125,8 @@ class RunViewSet(ServiceViewSet):
             "Needs a run token (an agent or service token, or a finished run, is "
             "forbidden). Ranked full-text search over what the run's audience may receive; "
             f"`speaker` is one of {', '.join(SPEAKERS)}; `null` means not given. Each run "
-            f"may bring in {EVIDENCE_BUDGET} distinct messages (hits and neighbours)."
+            f"may bring in {EVIDENCE_BUDGET} distinct messages (hits and neighbours). "
+            f"{tools.QUERY_SYNTAX}"
         ),
         tags=[TOOLS_TAG],
         request=tools.SEARCH_HISTORY.arguments,

@@ -12,11 +12,13 @@ from django.apps import apps
 from django.db import connection
 from rest_framework.test import APIClient
 
-from messages_app import services
+from audit_app.lifecycle import Actor
+from messages_app import lifecycle, services
 from messages_app.models import (
     Account,
     Agent,
     Conversation,
+    LegalHold,
     Membership,
     Message,
     Run,
@@ -41,6 +43,7 @@ SUMMARY_KEYS = frozenset(
         "threadId",
         "content",
         "createdAt",
+        "sourcesErased",
     }
 )
 
@@ -51,6 +54,10 @@ T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 def at(minutes: float) -> datetime:
     """``T0`` plus some minutes."""
     return T0 + timedelta(minutes=minutes)
+
+
+# Ten hours before ``T0``: memberships that began long before any message a test stamps.
+EARLY = at(-600)
 
 
 def make_workspace(slug: str | None = None) -> Workspace:
@@ -105,6 +112,18 @@ def post(
             content=content, sender_account_id=sender.id, created_at=created_at, **extra
         )
     return services.message_create(conversation=conversation, draft=draft)
+
+
+def hold_elsewhere(workspace: Workspace) -> LegalHold:
+    """A legal hold on a room of its own: a real hold to read and release, while deletes and
+    erasures in every other room still succeed."""
+    archive = make_conversation(workspace, "private", "archive")
+    return lifecycle.hold_place(
+        workspace_id=workspace.id,
+        conversation_id=archive.id,
+        reference="matter-1",
+        actor=Actor(label="test"),
+    )
 
 
 def service_client(workspace: Workspace) -> APIClient:
@@ -166,12 +185,35 @@ def other_workspace() -> tuple[Workspace, Agent, Conversation, Message]:
     return workspace, agent, room, message
 
 
+def joined_room(
+    workspace: Workspace, *names: str, kind: str = "private", joined_at: datetime = EARLY
+) -> Conversation:
+    """A room that a new agent and new accounts named ``names`` joined at ``joined_at`` (long
+    before the times tests stamp around ``T0``), with them as ``room.agent`` and
+    ``room.people``."""
+    agent = make_agent(workspace)
+    people = [make_account(workspace, name) for name in names]
+    room = make_conversation(workspace, kind, "destination")
+    for member in (agent, *people):
+        join(room, member, joined_at=joined_at)
+    room.agent, room.people = agent, people
+    return room
+
+
+def room_history(room: Conversation, query: str, now: datetime):
+    """search_history from a new run of ``joined_room``'s agent there, asked by its first
+    person."""
+    run, _ = make_run(room.agent, room, room.people[0])
+    return history(run, query, now=now)
+
+
 def make_run(
     agent: Agent,
     destination: Conversation,
     requester: Account,
     current: Message | None = None,
     recent: tuple[Message, ...] = (),
+    tool_scope: str = "membership",
 ) -> tuple[Run, APIClient]:
     """A run through the real service, with an API client holding its run token."""
     run, raw = run_create(
@@ -181,6 +223,7 @@ def make_run(
         requester_id=requester.id,
         current_message_id=current.id if current else None,
         recent_message_ids=[m.id for m in recent],
+        tool_scope=tool_scope,
     )
     return run, bearer_client(raw)
 
@@ -282,3 +325,20 @@ def allow_inserts(table: str, *, name: str = "test_refuse_insert") -> None:
     with connection.cursor() as cursor:
         cursor.execute(f"DROP TRIGGER IF EXISTS {name} ON {table}")
         cursor.execute(f"DROP FUNCTION IF EXISTS {name}()")
+
+
+def fill_messages(conversation: Conversation, sender_id: object, count: int) -> None:
+    """``count`` short messages from one account, seq 1 to ``count``, in one statement (the
+    search triggers run as for any insert): fast enough for 100,000."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""INSERT INTO {Message._meta.db_table}
+                    (id, workspace_id, conversation_id, seq, role, status, sender_account_id,
+                     content, created_at)
+                SELECT gen_random_uuid(), %s, %s, n, 'user', 'sent', %s,
+                       'sample status number ' || n || ' of a long synthetic conversation',
+                       %s::timestamptz + n * interval '1 second'
+                FROM generate_series(1, %s) AS n""",
+            [conversation.workspace_id, conversation.id, sender_id, T0, count],
+        )
+    Conversation.objects.filter(pk=conversation.pk).update(last_seq=count, live_message_count=count)

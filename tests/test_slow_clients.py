@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -68,7 +69,7 @@ def free_port() -> int:
 
 @pytest.fixture
 def scene(transactional_db, tmp_path: Path) -> Iterator[Scene]:
-    """Committed data, and gunicorn started as ``make serve`` starts it, on a free port."""
+    """Committed data, and gunicorn started as ``make serve`` starts it."""
     workspace = factories.make_workspace()
     agent = factories.make_agent(workspace)
     alice = factories.make_account(workspace, "Alice Example")
@@ -92,31 +93,42 @@ def scene(transactional_db, tmp_path: Path) -> Iterator[Scene]:
     )
     _, service_token = services.token_create(workspace_id=workspace.id, kind=TokenKind.SERVICE)
 
-    port = free_port()
     deadline = str(int(DEADLINE))
-    env = production_env(
-        DATABASE_URL=database_url(),
-        GUNICORN_BIND=f"127.0.0.1:{port}",
+    with running_gunicorn(
+        tmp_path,
         WEB_CONCURRENCY=str(WORKERS),
         GUNICORN_THREADS=str(THREADS),
         REQUEST_HEADER_TIMEOUT=deadline,
         REQUEST_BODY_TIMEOUT=deadline,
         RESPONSE_SEND_TIMEOUT=deadline,
+    ) as (_, port):
+        base_url = f"http://127.0.0.1:{port}"
+        yield Scene(port, base_url, str(room.id), str(big_room.id), agent_token, service_token)
+
+
+@contextmanager
+def running_gunicorn(tmp_path: Path, **env: str) -> Iterator[tuple[subprocess.Popen, int]]:
+    """gunicorn started as ``make serve`` starts it, on a free port, with ``env`` on top of the
+    production environment; yields the process and the port once ``/healthz`` answers."""
+    port = free_port()
+    environment = production_env(
+        DATABASE_URL=database_url(),
+        GUNICORN_BIND=f"127.0.0.1:{port}",
         LOG_LEVEL="WARNING",
+        **env,
     )
     gunicorn = Path(sys.executable).with_name("gunicorn")
     with (tmp_path / "gunicorn.log").open("wb") as log:
         server = subprocess.Popen(
             [str(gunicorn), "--config", "python:formation.gunicorn_conf"],
             cwd=PROJECT_DIR,
-            env=env,
+            env=environment,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    base_url = f"http://127.0.0.1:{port}"
     try:
-        wait_until_healthy(base_url, server)
-        yield Scene(port, base_url, str(room.id), str(big_room.id), agent_token, service_token)
+        wait_until_healthy(f"http://127.0.0.1:{port}", server)
+        yield server, port
     finally:
         server.terminate()
         try:
@@ -260,7 +272,14 @@ def test_more_slow_clients_than_threads_neither_stop_the_probe_and_api_nor_stay(
 # --- BoundedRequests in process ------------------------------------------------------------------
 
 LIMITS = ServingLimits(
-    header_timeout=1, body_timeout=0.2, send_timeout=0.2, max_body_bytes=100, body_buffer_bytes=150
+    header_timeout=1,
+    body_timeout=0.2,
+    send_timeout=0.2,
+    max_body_bytes=100,
+    body_buffer_bytes=150,
+    stream_threshold_bytes=10,
+    stream_timeout=0.5,
+    streams_per_worker=1,
 )
 
 

@@ -361,6 +361,9 @@ CASES = {
     "conversations-limit-huge": Case("get", CONVERSATIONS, query={"limit": str(10**9)}),
     "conversations-limit-word": Case("get", CONVERSATIONS, query={"limit": "abc"}),
     "conversations-invalid-kind-filter": Case("get", CONVERSATIONS, query={"kind": CANARY}),
+    "conversations-empty-kind-filter": Case(
+        "get", CONVERSATIONS, query={"kind": "", "externalId": CANARY}
+    ),
     "conversations-unknown-param": Case("get", CONVERSATIONS, query={"workspaceId": CANARY}),
     "members-limit-0": Case("get", MEMBERS, query={"limit": "0"}),
     "members-limit-negative": Case("get", MEMBERS, query={"limit": "-1"}),
@@ -370,6 +373,7 @@ CASES = {
     "members-unknown-param": Case("get", MEMBERS, query={"kind": CANARY}),
     "links-limit-huge": Case("get", LINKS, query={"limit": str(10**9)}),
     "links-invalid-status-filter": Case("get", LINKS, query={"status": CANARY}),
+    "links-empty-status-filter": Case("get", LINKS, query={"status": ""}),
     "links-account-filter-malformed": Case("get", LINKS, query={"accountId": BAD_UUID}),
     "links-unknown-param": Case("get", LINKS, query={"linkedAccountId": CANARY}),
 }

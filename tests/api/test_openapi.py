@@ -31,7 +31,7 @@ CODES = {
     401: {"unauthenticated"},
     403: {"forbidden"},
     404: {"not_found"},
-    409: {"delivery_blocked"},
+    409: {"delivery_blocked", "legal_hold_active"},
     429: {"rate_limited", "search_budget_exhausted"},
     503: {"unavailable", "audit_unavailable"},
 }
@@ -156,7 +156,9 @@ def test_bearer_scheme(schema):
         ("/api/v1/history/search", "post", {200, 400, 401, 403, 429, 503}),
         ("/api/v1/runs/{run_id}/reply", "post", {201, 400, 401, 403, 404, 409, 429, 503}),
         ("/api/v1/accounts", "post", {201, 400, 401, 403, 429, 503}),
-        ("/api/v1/messages/{message_id}", "delete", {204, 400, 401, 403, 404, 429, 503}),
+        ("/api/v1/messages/{message_id}", "delete", {204, 400, 401, 403, 404, 409, 429, 503}),
+        ("/api/v1/accounts/{id}/erase", "post", {200, 400, 401, 403, 404, 409, 429, 503}),
+        ("/api/v1/conversations/{id}/export", "get", {200, 400, 401, 403, 404, 429, 503}),
         ("/api/v1/tools", "get", {200, 400, 401, 429, 503}),
     ],
 )

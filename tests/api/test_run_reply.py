@@ -254,6 +254,7 @@ def test_reply_is_stored_with_its_lineage_and_finishes_the_run(world):
         "threadId": None,
         "content": "sample answer text",
         "createdAt": body["createdAt"],
+        "sourcesErased": False,
     }
     assert stored.content == "sample answer text"
     assert stored.sender_agent_id == world.agent.id

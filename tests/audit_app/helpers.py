@@ -15,7 +15,9 @@ import uuid
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.contrib.auth.models import Permission, User
 from django.db import connection
+from django.test import Client
 from django.utils import timezone
 
 from audit_app.models import ConversationSearchEvent
@@ -215,3 +217,17 @@ def record_texts(record: logging.LogRecord) -> list[str]:
         formatter.format(record),
         repr(record.__dict__),
     ]
+
+
+def staff_client(username: str, *, codename: str | None = None, superuser: bool = False) -> Client:
+    """A logged-in staff user (a real session), holding audit_app's ``codename`` if given."""
+    user = User.objects.create_user(
+        username=username, password=None, is_staff=True, is_superuser=superuser
+    )
+    if codename is not None:
+        user.user_permissions.add(
+            Permission.objects.get(codename=codename, content_type__app_label="audit_app")
+        )
+    client = Client()
+    client.force_login(user)
+    return client

@@ -30,6 +30,7 @@ from tests.audit_app.helpers import (
     keyed_digest,
     make_event,
     search,
+    staff_client,
 )
 from tests.factories import at
 
@@ -45,18 +46,8 @@ def url(view: str, *args: object) -> str:
 
 
 def login(username: str, *, superuser: bool = False, inspect: bool = False) -> Client:
-    user = User.objects.create_user(
-        username=username, password=None, is_staff=True, is_superuser=superuser
-    )
-    if inspect:
-        user.user_permissions.add(
-            Permission.objects.get(
-                codename="inspect_search_audit", content_type__app_label="audit_app"
-            )
-        )
-    client = Client()
-    client.force_login(user)
-    return client
+    codename = "inspect_search_audit" if inspect else None
+    return staff_client(username, codename=codename, superuser=superuser)
 
 
 def listed(response) -> set:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
@@ -19,6 +20,9 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from audit_app.lifecycle import Actor
+from messages_app import lifecycle
+from messages_app.admin import ERASED_SOURCE
 from messages_app.models import (
     Account,
     Agent,
@@ -735,3 +739,48 @@ def test_collectstatic_serves_the_admin_stylesheet_and_script(
     served = Client().get(f"/static/{css}")
     assert served.status_code == 200
     assert b"field-content_preview" in b"".join(served.streaming_content)
+
+
+# --- the data lifecycle (docs/lifecycle.md) ----------------------------------------------------
+
+
+def test_a_reply_derived_from_an_erased_source_is_marked(
+    admin_client: Client, admin_world: AdminWorld
+) -> None:
+    # The world's rows are written without the services: give the room its live count first.
+    Conversation.objects.filter(pk=admin_world.conversation.pk).update(live_message_count=2)
+    lifecycle.messages_erase(
+        workspace_id=admin_world.workspace.id, message_ids=[admin_world.first.pk]
+    )
+    page = admin_client.get(admin_url("message", "change", admin_world.reply.pk))
+
+    html = page.content.decode()
+    assert f"Sample channel #{admin_world.first.seq}</a>{ERASED_SOURCE}" in html
+    assert re.search(r"Sources erased:</label>\s*<div[^>]*><img[^>]*alt=\"True\"", html)
+    assert CANARY not in html
+
+
+def test_legal_holds_are_browsed_but_written_only_through_the_api(
+    admin_client: Client, admin_world: AdminWorld
+) -> None:
+    hold = lifecycle.hold_place(
+        workspace_id=admin_world.workspace.id,
+        conversation_id=admin_world.conversation.id,
+        reference="matter-7",
+        actor=Actor(label="test"),
+    )
+    assert "matter-7" in admin_client.get(admin_url("legalhold", "changelist")).content.decode()
+    assert admin_client.get(admin_url("legalhold", "change", hold.pk)).status_code == 200
+    assert admin_client.get(admin_url("legalhold", "add")).status_code == 403
+    assert admin_client.get(admin_url("legalhold", "delete", hold.pk)).status_code == 403
+    active = admin_client.get(admin_url("legalhold", "changelist"), {"released": "no"})
+    assert [row.pk for row in active.context["cl"].result_list] == [hold.pk]
+
+
+def test_the_conversation_page_shows_its_retention(
+    admin_client: Client, admin_world: AdminWorld
+) -> None:
+    page = admin_url("conversation", "change", admin_world.conversation.pk)
+    assert "the workspace&#x27;s period" in admin_client.get(page).content.decode()
+    lifecycle.conversation_retention_set(conversation=admin_world.conversation, days=9)
+    assert "9 days (its own setting)" in admin_client.get(page).content.decode()

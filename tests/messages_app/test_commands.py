@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.utils import timezone
 
+from messages_app.lifecycle import workspace_retention_set
 from messages_app.models import ApiToken, Run, Workspace
 from tests import factories
 from tests.helpers import exported
@@ -237,3 +241,58 @@ def test_load_demo_run_id_opens_the_runs_trace_and_reply(settings):
     assert [item["type"] for item in trace["items"]] == ["search_audit"]
     reply = client.post(f"/api/v1/runs/{run_id}/reply", {"content": "Noted."}, format="json")
     assert reply.status_code == 201, reply.json()
+
+
+# --- apply_retention and export_workspace (docs/lifecycle.md) --------------------------------
+
+
+def test_apply_retention_prints_progress_and_what_it_erased_per_workspace(world):
+    workspace_retention_set(workspace_id=world.workspace.id, days=30)
+    old = timezone.now() - timedelta(days=31)
+    for room in (world.public, world.public, world.private):
+        factories.post(room, world.alice, created_at=old)
+    factories.other_workspace()
+
+    output = run("apply_retention", "--batch-size", "1")
+
+    lines = output.strip().splitlines()
+    assert len([line for line in lines if " so far)" in line]) == 3
+    assert lines[-1] == "acme: erased 3 messages in 2 conversations; skipped 0 held conversations"
+    assert run("apply_retention").strip().splitlines()[-1].startswith("acme: erased 0 messages")
+
+
+@pytest.mark.parametrize(
+    "args", [("--batch-size", "0"), ("--batch-size", "10001"), ("--workspace", "nowhere")]
+)
+def test_apply_retention_refuses_bad_arguments(db, args):
+    with pytest.raises(CommandError):
+        run("apply_retention", *args)
+
+
+def test_apply_retention_without_periods_says_so(db):
+    assert run("apply_retention").strip() == "no workspace has a retention period"
+
+
+def test_export_workspace_writes_json_lines(world, tmp_path):
+    first = factories.post(world.public, world.alice, "sample one")
+    second = factories.post(world.private, world.bob, "sample two")
+    target = tmp_path / "export.jsonl"
+
+    output = run("export_workspace", "acme", "--output", str(target), "--batch-size", "1")
+
+    exported_lines = [json.loads(line) for line in target.read_text().splitlines()]
+    assert [line["id"] for line in exported_lines] == [str(first.id), str(second.id)]
+    assert last_line(output) == f"exported 2 messages of acme to {target}"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("nowhere", "--output", "{tmp}/x.jsonl"),
+        ("acme", "--output", "{tmp}/missing/x.jsonl"),
+        ("acme", "--output", "{tmp}/x.jsonl", "--batch-size", "0"),
+    ],
+)
+def test_export_workspace_refuses_bad_arguments(world, tmp_path, args):
+    with pytest.raises(CommandError):
+        run("export_workspace", *(arg.replace("{tmp}", str(tmp_path)) for arg in args))

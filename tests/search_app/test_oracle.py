@@ -18,8 +18,9 @@ from django.db import transaction
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
+from audit_app.lifecycle import Actor
 from formation.errors import DeliveryBlocked
-from messages_app import services
+from messages_app import lifecycle, services
 from messages_app.models import Message, MessageLineage, RunEvidence
 from search_app.runs import run_reply
 from tests import factories
@@ -612,10 +613,76 @@ def test_search_history_returns_exactly_what_the_spec_allows(db, plan):
         pass
 
 
+def erase_account(plan: Plan, built: Built, pick: int, after: Plan) -> Plan:
+    """Erase an account (right to erasure), preferring one whose messages are lineage sources:
+    its messages are deleted and its identity links removed (for the oracle: never live again),
+    and every lineage row stays."""
+    sources = {source for message in plan.messages for source in message.lineage}
+    writers = sorted(
+        {plan.messages[s].sender[1] for s in sources if plan.messages[s].sender[0] == "account"}
+    )
+    pool = writers or list(range(plan.accounts))
+    account = pool[pick % len(pool)]
+    lineage = sorted(MessageLineage.objects.values_list("message_id", "source_id", "direct"))
+    lifecycle.account_erase(
+        workspace_id=built.workspace.id,
+        account_id=built.accounts[account].id,
+        actor=Actor(label="oracle"),
+    )
+    assert sorted(MessageLineage.objects.values_list("message_id", "source_id", "direct")) == (
+        lineage
+    )
+    erased = {
+        i for i, message in enumerate(plan.messages) if message.sender == ("account", account)
+    }
+    after.deleted |= erased
+    after.links = [
+        replace(link, revoked=True) if account in (link.account, link.linked) else link
+        for link in after.links
+    ]
+    event(f"erasure of a {'source writer' if writers else 'plain account'}")
+    if erased & sources:
+        event("erasure of messages other messages are based on")
+    return after
+
+
+ERASURE_EXAMPLES = 20
+
+
+@settings(
+    max_examples=ERASURE_EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(plan=worlds(), pick=st.integers(0, 1000))
+@example(plan=LINKS_DO_NOT_CHAIN, pick=1)
+@example(plan=INTERVAL_EDGES, pick=0)
+def test_after_an_erasure_search_returns_exactly_what_the_spec_allows(db, plan, pick):
+    """Erase an account (preferably one whose messages others are based on), then search from
+    every run: the erased messages are gone, and everything derived from them is returned
+    exactly where its inherited restrictions allow, no more."""
+    try:
+        with transaction.atomic():
+            built = build(plan)
+            after = erase_account(
+                plan, built, pick, replace(plan, links=list(plan.links), deleted=set(plan.deleted))
+            )
+            for run_plan, run in zip(plan.runs(), built.runs, strict=True):
+                oracle = Oracle(after, run_plan)
+                if any(plan.messages[i].lineage for i in oracle.hits()):
+                    event("erasure: a derived message is still returned")
+                check_search(after, oracle, run, built.index_of, "anyone")
+            raise _Rollback
+    except _Rollback:
+        pass
+
+
 # --- Delivery (SPEC §4): the final check and the lineage later searches inherit ---------------
 
 # What may change between the run's search and its reply.
-MUTATIONS = ("none", "revoke", "reader", "delete")
+MUTATIONS = ("none", "revoke", "reader", "delete", "erase")
 # The reply is written "now", after every planned minute.
 REPLY_MINUTE = 10**6
 REPLY_WORD = "replyword"
@@ -728,6 +795,8 @@ def mutate(plan: Plan, built: Built, mutation: str, pick: int, evidence: set[int
         services.message_delete(message=built.messages[chosen])
         after.deleted.add(chosen)
         event("delivery: an evidence message deleted")
+    elif mutation == "erase":
+        after = erase_account(plan, built, pick, after)
     return after
 
 
@@ -749,6 +818,11 @@ def check_delivery(plan: Plan, built: Built, mutation: str, pick: int) -> None:
 
     after = mutate(plan, built, mutation, pick, evidence)
     oracle = Oracle(after, run_plan)
+    if mutation == "erase":
+        # What was derived from the erased messages is withheld exactly where the spec withholds
+        # it, from every other destination: erasure deletes, it never lifts a restriction.
+        for check_plan, check_run in zip(other_plans, other_runs, strict=True):
+            check_search(after, Oracle(after, check_plan), check_run, built.index_of, "anyone")
     reasons = Counter(delivery_reason(oracle, i) for i in evidence)
     reasons.pop(None, None)
     stored_before = Message.objects.filter(conversation=destination).count()
@@ -824,10 +898,15 @@ def check_delivery(plan: Plan, built: Built, mutation: str, pick: int) -> None:
 # A new account in the public destination: the private room it does not read closes.
 @example(plan=INTERVAL_EDGES, mutation="reader", pick=1)
 @example(plan=INTERVAL_EDGES, mutation="delete", pick=3)
+# Erase account 2: messages 6 and 8, based on its message 2, stay withheld from 0's room.
+@example(plan=LINKS_DO_NOT_CHAIN, mutation="erase", pick=1)
+# Erase account 1, the writer of the private source of the public room's agent message.
+@example(plan=LINEAGE_AT_DELIVERY, mutation="erase", pick=0)
 def test_the_reply_is_delivered_exactly_when_the_spec_allows(db, plan, mutation, pick):
     """The final delivery check blocks the reply exactly when some evidence message fails
     rules 1-4 after the drawn change, with the right counts by reason; a delivered reply is
-    found from another destination exactly when its lineage permits it."""
+    found from another destination exactly when its lineage permits it; after an account's
+    erasure every other destination's search is exactly what the spec allows."""
     try:
         with transaction.atomic():
             built = build(plan)

@@ -71,6 +71,18 @@ TOKEN_FOR_OPERATION = {
     "message_edit": "service",
     "message_delete": "service",
     "run_trace": "service",
+    "retention_retrieve": "service",
+    "retention_update": "service",
+    "conversation_retention_retrieve": "service",
+    "conversation_retention_update": "service",
+    "conversation_retention_destroy": "service",
+    "conversation_export": "service",
+    "account_export": "service",
+    "account_erase": "service",
+    "legal_holds_list": "service",
+    "legal_holds_create": "service",
+    "legal_holds_retrieve": "service",
+    "legal_holds_release": "service",
     "list_messages": "agent",
     "get_message": "agent",
     "search_messages": "agent",
@@ -177,6 +189,7 @@ def fuzz_world(db, in_process_connection) -> Iterator[FuzzWorld]:
         account_id=alice.id,
         linked_account_id=factories.make_account(workspace, "Alice Elsewhere").id,
     )
+    hold = factories.hold_elsewhere(workspace)
     _, service_token = services.token_create(workspace_id=workspace.id, kind=TokenKind.SERVICE)
     _, agent_token = services.token_create(
         workspace_id=workspace.id, kind=TokenKind.AGENT, agent=agent
@@ -192,6 +205,7 @@ def fuzz_world(db, in_process_connection) -> Iterator[FuzzWorld]:
             "/api/v1/agents/{id}": str(agent.id),
             "/api/v1/conversations/{id}": str(room.id),
             "/api/v1/identity-links/{id}": str(link.id),
+            "/api/v1/legal-holds/{id}": str(hold.id),
             "/api/v1/runs/{id}": str(run.id),
             "/api/v1/messages/{message_id}": str(message.id),
             "/api/v1/runs/{run_id}": str(run.id),

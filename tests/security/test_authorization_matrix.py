@@ -146,6 +146,7 @@ ROOM = "/api/v1/conversations/{room}"
 MESSAGE = "/api/v1/messages/{message}"
 LINK = "/api/v1/identity-links/{link}"
 RUN = "/api/v1/runs/{run}"
+HOLD = "/api/v1/legal-holds/{hold}"
 UNKNOWN_API_PATH = "/api/v1/no-such-endpoint"
 
 MATRIX: dict[tuple[str, str], Call] = {
@@ -201,6 +202,25 @@ MATRIX: dict[tuple[str, str], Call] = {
     ("api/v1/messages/<message_id>", "DELETE"): Call(
         MESSAGE, api(204, 404, 403, 403, 403, 403, 403)
     ),
+    # --- the data lifecycle: service token, scoped to its workspace ---
+    ("api/v1/retention", "GET"): Call("/api/v1/retention", SERVICE_LIST),
+    ("api/v1/retention", "PUT"): Call("/api/v1/retention", SERVICE_LIST, {"days": 30}),
+    ("api/v1/conversations/<pk>/retention", "GET"): Call(f"{ROOM}/retention", SERVICE_ON_OBJECT),
+    ("api/v1/conversations/<pk>/retention", "PUT"): Call(
+        f"{ROOM}/retention", SERVICE_ON_OBJECT, {"days": 7}
+    ),
+    ("api/v1/conversations/<pk>/retention", "DELETE"): Call(f"{ROOM}/retention", SERVICE_ON_OBJECT),
+    ("api/v1/conversations/<pk>/export", "GET"): Call(f"{ROOM}/export", SERVICE_ON_OBJECT),
+    ("api/v1/accounts/<pk>/erase", "POST"): Call("/api/v1/accounts/{bob}/erase", SERVICE_ON_OBJECT),
+    ("api/v1/accounts/<pk>/export", "GET"): Call(
+        "/api/v1/accounts/{alice}/export", SERVICE_ON_OBJECT
+    ),
+    ("api/v1/legal-holds", "GET"): Call("/api/v1/legal-holds", SERVICE_LIST),
+    ("api/v1/legal-holds", "POST"): Call(
+        "/api/v1/legal-holds", SERVICE_CREATE_FROM_IDS, {"conversationId": "{room}"}
+    ),
+    ("api/v1/legal-holds/<pk>", "GET"): Call(HOLD, SERVICE_ON_OBJECT),
+    ("api/v1/legal-holds/<pk>/release", "POST"): Call(f"{HOLD}/release", SERVICE_ON_OBJECT),
     # --- agent tools: agent or run token, scoped to the agent's current rooms ---
     ("api/v1/messages", "GET"): Call(
         "/api/v1/messages", AGENT_TOOL, query={"conversationId": "{room}"}
@@ -334,8 +354,9 @@ def authz_world(django_db_setup: None, django_db_blocker: Any) -> Iterator[World
 
 def build_world() -> World:
     """A private room with the agent, Alice and Bob and two messages; Carol outside it; a second
-    agent outside it; a pending link; three runs of the agent in the room, one finished; and a
-    second workspace with a little of everything, so its lists are not trivially empty."""
+    agent outside it; a pending link; three runs of the agent in the room, one finished; a legal
+    hold on another room; and a second workspace with a little of everything, so its lists are
+    not trivially empty."""
     workspace = factories.make_workspace()
     agent = factories.make_agent(workspace)
     outsider = factories.make_agent(workspace, "Outside agent")
@@ -354,6 +375,7 @@ def build_world() -> World:
     other_run, other_run_token = _run(agent, room, bob)
     finished_run, finished_token = _run(agent, room, alice)
     reply = run_reply(workspace_id=workspace.id, run_id=finished_run.id, content="sample answer")
+    hold = factories.hold_elsewhere(workspace)
 
     elsewhere = factories.make_workspace()
     elsewhere_agent = factories.make_agent(elsewhere, "Other agent")
@@ -393,6 +415,7 @@ def build_world() -> World:
         "second_message": second.id,
         "reply": reply.id,
         "link": link.id,
+        "hold": hold.id,
         "run": run.id,
         "other_run": other_run.id,
         "finished_run": finished_run.id,
@@ -441,13 +464,20 @@ def send(method: str, call: Call, ids: dict[str, str], header: str | None) -> Ht
             "data": json.dumps(factories.fill_placeholders(call.body, ids)),
             "content_type": "application/json",
         }
-    return client.generic(
+    response = client.generic(
         method,
         factories.fill_placeholders(call.path, ids),
         query_params=factories.fill_placeholders(call.query, ids),
         headers={"Authorization": header} if header is not None else {},
         **extra,
     )
+    if not response.streaming:
+        return response
+    # An export: read it whole here, inside the caller's savepoint, as its client would.
+    whole = HttpResponse(b"".join(response.streaming_content), status=response.status_code)
+    for name, value in response.items():
+        whole[name] = value
+    return whole
 
 
 def ghost_ids(ids: dict[str, str]) -> dict[str, str]:

@@ -2,7 +2,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from messages_app.models import Message
+from messages_app.models import Message, Workspace
 from search_app.documents import DEFAULT_BATCH_SIZE, RebuildReport, search_documents_rebuild
 
 PROGRESS_EVERY_SECONDS = 1.0
@@ -11,7 +11,8 @@ PROGRESS_EVERY_SECONDS = 1.0
 class Command(BaseCommand):
     help = (
         "Check message_search_documents against the canonical messages and repair any drift "
-        "(missing, stale or orphaned rows). Prints how many rows had to be fixed."
+        "(missing, stale or orphaned rows), of every workspace or one. Prints how many rows had "
+        "to be fixed."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -26,11 +27,25 @@ class Command(BaseCommand):
             action="store_true",
             help="Only report drift; change nothing. Exits with status 1 if any is found.",
         )
+        parser.add_argument(
+            "--workspace",
+            metavar="SLUG",
+            help="Only this workspace's messages, e.g. after its language was changed.",
+        )
 
-    def handle(self, *args, batch_size: int, check: bool, **options) -> None:
+    def handle(self, *args, batch_size: int, check: bool, workspace: str | None, **options) -> None:
         if not 1 <= batch_size <= 100_000:
             raise CommandError("--batch-size must be between 1 and 100000.")
-        total = Message.objects.count()
+        messages = Message.objects.all()
+        workspace_id = None
+        if workspace is not None:
+            workspace_id = (
+                Workspace.objects.filter(slug=workspace).values_list("id", flat=True).first()
+            )
+            if workspace_id is None:
+                raise CommandError("No workspace has this slug.")
+            messages = messages.filter(workspace_id=workspace_id)
+        total = messages.count()
         self.stdout.write(f"Checking {total} messages in batches of {batch_size}...")
 
         last_shown = time.monotonic()
@@ -45,7 +60,9 @@ class Command(BaseCommand):
                 f"{report.fixed} {'drifted' if check else 'fixed'}"
             )
 
-        report = search_documents_rebuild(fix=not check, batch_size=batch_size, progress=show)
+        report = search_documents_rebuild(
+            fix=not check, batch_size=batch_size, progress=show, workspace_id=workspace_id
+        )
         detail = (
             f"{report.missing} missing, {report.stale} stale, "
             f"{report.orphaned} for deleted messages"

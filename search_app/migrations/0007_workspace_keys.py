@@ -1,6 +1,6 @@
 """Distribution-ready keys for the search tables, step 2 (docs/citus.md): primary keys
 ``(workspace_id, id)`` and composite foreign keys to the messages tables' new keys
-(messages_app 0011)."""
+(messages_app 0014)."""
 
 from django.db import migrations
 
@@ -22,8 +22,8 @@ FOREIGN_KEYS = [
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("search_app", "0005_distribution_ready_keys"),
-        ("messages_app", "0011_distribution_ready_keys"),
+        ("search_app", "0006_distribution_ready_keys"),
+        ("messages_app", "0014_distribution_ready_keys"),
     ]
 
     operations = [

@@ -1,5 +1,6 @@
-"""The search audit's primary key ``(workspace_id, id)`` and composite foreign keys to the
-messages tables' new keys (messages_app 0011; docs/citus.md)."""
+"""The search audit's and the lifecycle record's primary keys ``(workspace_id, id)``, and the
+search audit's composite foreign keys to the messages tables' new keys (messages_app 0014;
+docs/citus.md)."""
 
 from django.db import migrations
 
@@ -16,11 +17,11 @@ FOREIGN_KEYS = [
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("audit_app", "0003_composite_foreign_keys"),
-        ("messages_app", "0011_distribution_ready_keys"),
+        ("audit_app", "0004_composite_foreign_keys"),
+        ("messages_app", "0014_distribution_ready_keys"),
     ]
 
     operations = [
-        workspace_primary_keys([EVENTS]),
+        workspace_primary_keys([EVENTS, "lifecycle_events"]),
         composite_foreign_keys(FOREIGN_KEYS),
     ]

@@ -1,9 +1,10 @@
 """The projection's triggers, written so they run on a distributed table too (docs/citus.md).
 
-As in messages_app 0012: each trigger copies what it needs from its transition table into
+As in messages_app 0015: each trigger copies what it needs from its transition table into
 arrays first (a local query), then runs one statement per workspace that names it (one shard
 on Citus) and reads the arrays. Same rows as before on plain PostgreSQL; the conflict target
-is the document's new key ``(workspace_id, message_id)``.
+is the document's new key ``(workspace_id, message_id)``. A document is built in its
+workspace's language (search_app 0005), read once per workspace from the reference table.
 """
 
 from django.db import migrations
@@ -13,34 +14,40 @@ ROOMS_OF = """(SELECT array_agg(inherited.conversation_id ORDER BY inherited.con
                FROM messages_app_messagelineageroom AS inherited
                WHERE inherited.workspace_id = workspace AND inherited.message_id = {message})"""
 
+# The workspace's text search configuration, from the reference table (a copy on every node).
+LANGUAGE_OF = """SELECT w.language::regconfig INTO config
+        FROM messages_app_workspace AS w WHERE w.id = workspace;"""
+
 FORWARD = f"""
 CREATE OR REPLACE FUNCTION message_search_documents_on_insert() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     workspace uuid;
+    config regconfig;
     ids uuid[];
     conversations uuid[];
     created timestamptz[];
     accounts uuid[];
     agents uuid[];
-    documents tsvector[];
+    contents text[];
 BEGIN
-    FOR workspace, ids, conversations, created, accounts, agents, documents IN
+    FOR workspace, ids, conversations, created, accounts, agents, contents IN
         SELECT n.workspace_id, array_agg(n.id), array_agg(n.conversation_id),
                array_agg(n.created_at), array_agg(n.sender_account_id),
-               array_agg(n.sender_agent_id),
-               array_agg(to_tsvector('formation_english'::regconfig, n.content))
+               array_agg(n.sender_agent_id), array_agg(n.content)
         FROM inserted_messages AS n
         WHERE n.deleted_at IS NULL
         GROUP BY n.workspace_id
     LOOP
+        {LANGUAGE_OF}
         INSERT INTO message_search_documents
             (message_id, workspace_id, conversation_id, created_at,
              sender_account_id, sender_agent_id, document)
         SELECT n.id, workspace, n.conversation_id, n.created_at,
-               n.sender_account_id, n.sender_agent_id, n.document
-        FROM unnest(ids, conversations, created, accounts, agents, documents)
-            AS n(id, conversation_id, created_at, sender_account_id, sender_agent_id, document);
+               n.sender_account_id, n.sender_agent_id,
+               formation_search_document(config, n.content)
+        FROM unnest(ids, conversations, created, accounts, agents, contents)
+            AS n(id, conversation_id, created_at, sender_account_id, sender_agent_id, content);
     END LOOP;
     RETURN NULL;
 END
@@ -50,6 +57,7 @@ CREATE OR REPLACE FUNCTION message_search_documents_on_update() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     workspace uuid;
+    config regconfig;
     deleted uuid[];
     changed uuid[];
 BEGIN
@@ -73,12 +81,13 @@ BEGIN
             WHERE workspace_id = workspace AND message_id = ANY (deleted);
         END IF;
         IF changed IS NOT NULL THEN
+            {LANGUAGE_OF}
             INSERT INTO message_search_documents
                 (message_id, workspace_id, conversation_id, created_at,
                  sender_account_id, sender_agent_id, document, lineage_rooms)
             SELECT m.id, m.workspace_id, m.conversation_id, m.created_at,
                    m.sender_account_id, m.sender_agent_id,
-                   to_tsvector('formation_english'::regconfig, m.content),
+                   formation_search_document(config, m.content),
                    {ROOMS_OF.format(message="m.id")}
             FROM messages_app_message AS m
             WHERE m.workspace_id = workspace AND m.id = ANY (changed)
@@ -116,8 +125,8 @@ $$;
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("search_app", "0006_workspace_keys"),
-        ("messages_app", "0012_triggers_per_workspace"),
+        ("search_app", "0007_workspace_keys"),
+        ("messages_app", "0015_triggers_per_workspace"),
     ]
 
     # The previous definitions need the single-column keys that are gone: no way back.

@@ -12,13 +12,13 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('messages_app', '0010_run_history_evidence_count'),
-        ('search_app', '0004_document_lineage_rooms'),
+        ('messages_app', '0013_workspace_language_run_scope'),
+        ('search_app', '0005_search_documents_cjk_language'),
     ]
 
     operations = [
-        # Composite keys point at the (workspace_id, id) keys messages_app 0011 turns into
-        # primary keys; search_app 0006 adds them back.
+        # Composite keys point at the (workspace_id, id) keys messages_app 0014 turns into
+        # primary keys; search_app 0007 adds them back.
         migrations.RunSQL(
             "ALTER TABLE agent_memory_rooms DROP CONSTRAINT memory_room_conversation_same_ws",
             reverse_sql=migrations.RunSQL.noop,

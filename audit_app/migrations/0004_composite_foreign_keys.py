@@ -1,5 +1,5 @@
 """Django's single-column foreign keys go (``db_constraint=False``): they point at the ``id``
-primary keys messages_app 0011 turns into ``(workspace_id, id)``; audit_app 0004 adds the
+primary keys messages_app 0014 turns into ``(workspace_id, id)``; audit_app 0005 adds the
 composite keys that replace them (docs/citus.md)."""
 
 import django.db.models.deletion
@@ -9,8 +9,8 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('audit_app', '0002_exclusions_capped_help_text'),
-        ('messages_app', '0010_run_history_evidence_count'),
+        ('audit_app', '0003_lifecycle'),
+        ('messages_app', '0013_workspace_language_run_scope'),
     ]
 
     operations = [

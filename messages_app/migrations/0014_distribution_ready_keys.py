@@ -6,8 +6,8 @@ unique and exclusion constraint includes ``workspace_id``, and Django's single-c
 keys (``db_constraint=False`` on the fields) give way to composite ones that carry the
 workspace, so each reference stays inside its workspace and on its shard. A token is unique
 per workspace. The search and audit tables dropped their keys to these tables first
-(search_app 0005, audit_app 0003) and point at the new ones after (search_app 0006, audit_app
-0004).
+(search_app 0006, audit_app 0004) and point at the new ones after (search_app 0007, audit_app
+0005).
 """
 
 import django.contrib.postgres.constraints
@@ -35,10 +35,11 @@ TABLES = [
     "messages_app_run",
     "messages_app_runevidence",
     "messages_app_apitoken",
+    "messages_app_legalhold",
 ]
 
-# The composite keys of migrations 0002, 0006 and 0009: they point at the (workspace_id, id)
-# unique keys this migration turns into primary keys.
+# The composite keys of migrations 0002, 0006, 0009, 0011 and 0013: they point at the unique
+# keys this migration turns into primary keys or widens by the workspace.
 OLD_COMPOSITE_KEYS = {
     "messages_app_membership": [
         "membership_conversation_same_ws", "membership_account_same_ws", "membership_agent_same_ws",
@@ -55,10 +56,11 @@ OLD_COMPOSITE_KEYS = {
     "messages_app_identitylink": ["identity_link_account_same_ws", "identity_link_linked_same_ws"],
     "messages_app_run": [
         "run_agent_same_ws", "run_conversation_same_ws", "run_requester_same_ws",
-        "run_current_message_same_conversation",
+        "run_current_message_same_conversation", "run_reply_same_conversation",
     ],
     "messages_app_runevidence": ["run_evidence_run_same_ws", "run_evidence_message_same_ws"],
     "messages_app_apitoken": ["token_agent_same_ws", "token_run_same_ws"],
+    "messages_app_legalhold": ["legal_hold_conversation_same_ws"],
 }
 
 ACCOUNT, AGENT, CONVERSATION = "messages_app_account", "messages_app_agent", "messages_app_conversation"
@@ -83,18 +85,20 @@ FOREIGN_KEYS = [
     (RUN, "run_conversation_same_ws", "conversation_id", CONVERSATION, "id"),
     (RUN, "run_requester_same_ws", "requester_id", ACCOUNT, "id"),
     (RUN, "run_current_message_same_conversation", "conversation_id, current_message_id", MESSAGE, "conversation_id, id"),
+    (RUN, "run_reply_same_conversation", "conversation_id, reply_id", MESSAGE, "conversation_id, id"),
     ("messages_app_runevidence", "run_evidence_run_same_ws", "run_id", RUN, "id"),
     ("messages_app_runevidence", "run_evidence_message_same_ws", "message_id", MESSAGE, "id"),
     ("messages_app_apitoken", "token_agent_same_ws", "agent_id", AGENT, "id"),
     ("messages_app_apitoken", "token_run_same_ws", "run_id", RUN, "id"),
+    ("messages_app_legalhold", "legal_hold_conversation_same_ws", "conversation_id", CONVERSATION, "id"),
 ]
 
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("messages_app", "0010_run_history_evidence_count"),
-        ("search_app", "0005_distribution_ready_keys"),
-        ("audit_app", "0003_composite_foreign_keys"),
+        ("messages_app", "0013_workspace_language_run_scope"),
+        ("search_app", "0006_distribution_ready_keys"),
+        ("audit_app", "0004_composite_foreign_keys"),
     ]
 
     operations = [
@@ -250,6 +254,16 @@ class Migration(migrations.Migration):
             model_name='run',
             name='current_message',
             field=models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='messages_app.message'),
+        ),
+        migrations.AlterField(
+            model_name='run',
+            name='reply',
+            field=models.ForeignKey(blank=True, db_constraint=False, db_index=False, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='messages_app.message'),
+        ),
+        migrations.AlterField(
+            model_name='legalhold',
+            name='conversation',
+            field=models.ForeignKey(blank=True, db_constraint=False, help_text='Empty: every conversation of the workspace.', null=True, on_delete=django.db.models.deletion.PROTECT, related_name='legal_holds', to='messages_app.conversation'),
         ),
         migrations.AlterField(
             model_name='run',

@@ -77,7 +77,7 @@ END $$;
 
 
 class Migration(migrations.Migration):
-    dependencies = [("messages_app", "0011_distribution_ready_keys")]
+    dependencies = [("messages_app", "0014_distribution_ready_keys")]
 
-    # The previous definitions need the single-column keys 0011 removed: no way back.
+    # The previous definitions need the single-column keys 0014 removed: no way back.
     operations = [migrations.RunSQL(FORWARD, reverse_sql=migrations.RunSQL.noop)]

@@ -1,0 +1,325 @@
+"""The lifecycle endpoints (service token): retention periods, legal holds, account erasure and
+JSON Lines exports. Thin: validate, call ``messages_app.lifecycle``, serialize.
+
+Each endpoint carries its own schema annotation; the shared pieces (the error envelope, the
+path parameter) come from ``formation.openapi``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.http import HttpResponse, StreamingHttpResponse
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import status
+from rest_framework.decorators import action
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from audit_app.lifecycle import Actor
+from audit_app.models import LifecycleSubject
+from formation.auth import IsServiceToken
+from formation.errors import InvalidArguments
+from formation.fields import check_query_keys
+from formation.openapi import answers, filter_parameters, id_in_path
+from messages_app import lifecycle
+from messages_app.filters import LegalHoldFilter
+from messages_app.lifecycle_serializers import (
+    JSON_LINES,
+    ConversationRetentionSerializer,
+    ErasureSerializer,
+    LegalHoldCreateSerializer,
+    LegalHoldPage,
+    LegalHoldSerializer,
+    RetentionSetSerializer,
+    WorkspaceRetentionSerializer,
+    json_lines,
+)
+from messages_app.models import Account, Conversation, LegalHold
+from messages_app.selectors import get_or_not_found
+from messages_app.serializers import ListPageQuery, MessageSummarySerializer
+from messages_app.views import LEGAL_HOLD, ServiceViewSet, validated
+
+TAG = "Data lifecycle (service token)"
+SERVICE = "Needs a service token (the runtime)."
+
+
+def actor(request: Request) -> Actor:
+    """The lifecycle record's "who": the token's kind and id (never the token)."""
+    return Actor(label=f"{request.user.kind} token", token_id=request.user.token_id)
+
+
+class JsonLinesRenderer(JSONRenderer):
+    """Lets a client ask for ``application/x-ndjson``; an error is then one JSON line."""
+
+    media_type = JSON_LINES
+    format = "jsonl"
+
+    def render(self, data: Any, accepted_media_type: Any = None, renderer_context: Any = None):
+        return super().render(data, accepted_media_type, renderer_context) + b"\n"
+
+
+class LifecycleView(APIView):
+    """Service token only; no query string anywhere."""
+
+    permission_classes = [IsServiceToken]
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        check_query_keys(request, allowed=set())
+
+
+RETENTION_BODY = (
+    "`{days}`: 1 to 36,500, or null to keep messages; `apply_retention` erases what is older "
+    "(docs/lifecycle.md)."
+)
+
+
+@extend_schema_view(
+    get=extend_schema(
+        operation_id="retention_retrieve",
+        summary="The workspace's retention period",
+        description=SERVICE,
+        tags=[TAG],
+        responses=answers({200: WorkspaceRetentionSerializer}, 400, 401, 403),
+    ),
+    put=extend_schema(
+        operation_id="retention_update",
+        summary="Set the workspace's retention period",
+        description=f"{SERVICE} {RETENTION_BODY} Conversations without their own period follow it.",
+        tags=[TAG],
+        request=RetentionSetSerializer,
+        responses=answers({200: WorkspaceRetentionSerializer}, 400, 401, 403),
+    ),
+)
+class WorkspaceRetentionView(LifecycleView):
+    """``/retention``: the workspace's default period."""
+
+    def get(self, request: Request) -> Response:
+        days = lifecycle.workspace_retention(workspace_id=request.user.workspace_id)
+        return Response(WorkspaceRetentionSerializer.render(days=days))
+
+    def put(self, request: Request) -> Response:
+        data = validated(RetentionSetSerializer, request)
+        days = lifecycle.workspace_retention_set(
+            workspace_id=request.user.workspace_id, days=data["days"]
+        )
+        return Response(WorkspaceRetentionSerializer.render(days=days))
+
+
+def _conversation(request: Request, conversation_id: uuid.UUID) -> Conversation:
+    queryset = Conversation.objects.filter(workspace_id=request.user.workspace_id)
+    return get_or_not_found(queryset, conversation_id)
+
+
+@extend_schema_view(
+    get=extend_schema(
+        operation_id="conversation_retention_retrieve",
+        summary="A conversation's retention period",
+        description=f"{SERVICE} Its own period, or the workspace's (`inherited`).",
+        tags=[TAG],
+        parameters=[id_in_path()],
+        responses=answers({200: ConversationRetentionSerializer}, 400, 401, 403, 404),
+    ),
+    put=extend_schema(
+        operation_id="conversation_retention_update",
+        summary="Give a conversation its own retention period",
+        description=f"{SERVICE} {RETENTION_BODY} Overrides the workspace's period.",
+        tags=[TAG],
+        parameters=[id_in_path()],
+        request=RetentionSetSerializer,
+        responses=answers({200: ConversationRetentionSerializer}, 400, 401, 403, 404),
+    ),
+    delete=extend_schema(
+        operation_id="conversation_retention_destroy",
+        summary="Drop a conversation's own retention period",
+        description=f"{SERVICE} The workspace's period applies again.",
+        tags=[TAG],
+        parameters=[id_in_path()],
+        responses=answers({200: ConversationRetentionSerializer}, 400, 401, 403, 404),
+    ),
+)
+class ConversationRetentionView(LifecycleView):
+    """``/conversations/{id}/retention``."""
+
+    def get(self, request: Request, pk: uuid.UUID) -> Response:
+        conversation = _conversation(request, pk)
+        retention = lifecycle.conversation_retention(conversation=conversation)
+        return Response(ConversationRetentionSerializer.render(retention, conversationId=str(pk)))
+
+    def put(self, request: Request, pk: uuid.UUID) -> Response:
+        conversation = _conversation(request, pk)
+        data = validated(RetentionSetSerializer, request)
+        retention = lifecycle.conversation_retention_set(
+            conversation=conversation, days=data["days"]
+        )
+        return Response(ConversationRetentionSerializer.render(retention, conversationId=str(pk)))
+
+    def delete(self, request: Request, pk: uuid.UUID) -> Response:
+        conversation = _conversation(request, pk)
+        retention = lifecycle.conversation_retention_inherit(conversation=conversation)
+        return Response(ConversationRetentionSerializer.render(retention, conversationId=str(pk)))
+
+
+EXPORT_ANSWER = OpenApiResponse(
+    response=MessageSummarySerializer,
+    description="JSON Lines (`application/x-ndjson`): one message summary per line, streamed.",
+)
+
+
+class ExportView(LifecycleView):
+    """A JSON Lines stream of message summaries, recorded in the lifecycle record."""
+
+    renderer_classes = [JSONRenderer, JsonLinesRenderer]
+    subject_kind: str
+    model: type
+
+    def _subject(self, request: Request, pk: uuid.UUID) -> None:
+        get_or_not_found(self.model.objects.filter(workspace_id=request.user.workspace_id), pk)
+
+    def get(self, request: Request, pk: uuid.UUID) -> StreamingHttpResponse:
+        export = lifecycle.export_start(
+            workspace_id=request.user.workspace_id,
+            subject_kind=self.subject_kind,
+            subject_id=pk,
+            actor=actor(request),
+        )
+        response = StreamingHttpResponse(export.chunks(json_lines), content_type=JSON_LINES)
+        response["Content-Disposition"] = f'attachment; filename="{self.subject_kind}-{pk}.jsonl"'
+        return response
+
+    def head(self, request: Request, pk: uuid.UUID) -> HttpResponse:
+        """What GET would answer, without starting (or recording) an export."""
+        self._subject(request, pk)
+        return HttpResponse(content_type=JSON_LINES)
+
+
+def export_schema(operation_id: str, summary: str, what: str) -> Any:
+    return extend_schema_view(
+        get=extend_schema(
+            operation_id=operation_id,
+            summary=summary,
+            description=f"{SERVICE} {what}, streamed in constant memory as JSON Lines; each "
+            "export is recorded in the lifecycle record. Takes no query parameters. A server "
+            "streams a few exports at once: past that, 503 unavailable before the first byte.",
+            tags=[TAG],
+            parameters=[id_in_path()],
+            responses={(200, JSON_LINES): EXPORT_ANSWER, **answers({}, 400, 401, 403, 404)},
+        )
+    )
+
+
+@export_schema(
+    "conversation_export",
+    "Export a conversation",
+    "Its live messages in conversation order (`seq`)",
+)
+class ConversationExportView(ExportView):
+    subject_kind = LifecycleSubject.CONVERSATION
+    model = Conversation
+
+
+@export_schema(
+    "account_export",
+    "Export what an account wrote",
+    "Every live message it wrote, oldest first, across the workspace",
+)
+class AccountExportView(ExportView):
+    subject_kind = LifecycleSubject.ACCOUNT
+    model = Account
+
+
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="account_erase",
+        summary="Erase an account (right to erasure)",
+        description=f"{SERVICE} Takes no body. Erases every message the account wrote as a "
+        "delete does, removes its identity links and replaces its name and external id; the "
+        "account, its memberships and every lineage row stay, so what agents derived keeps its "
+        "restrictions. Calling it again finishes an interrupted erasure; a legal hold refuses "
+        "it (`legal_hold_active`, nothing changed).",
+        tags=[TAG],
+        parameters=[id_in_path()],
+        request=None,
+        responses={
+            **answers({200: ErasureSerializer}, 400, 401, 403, 404),
+            409: LEGAL_HOLD,
+        },
+    )
+)
+class AccountEraseView(LifecycleView):
+    def post(self, request: Request, pk: uuid.UUID) -> Response:
+        if request.data:
+            raise InvalidArguments("This action takes no body.")
+        report = lifecycle.account_erase(
+            workspace_id=request.user.workspace_id, account_id=pk, actor=actor(request)
+        )
+        return Response(ErasureSerializer.render(report))
+
+
+@extend_schema_view(
+    list=extend_schema(
+        operation_id="legal_holds_list",
+        summary="List legal holds",
+        description=f"{SERVICE} Oldest first; `limit` (default 50, at most 200) and `offset`.",
+        tags=[TAG],
+        parameters=[*filter_parameters(LegalHoldFilter), ListPageQuery],
+        responses=answers({200: LegalHoldPage}, 400, 401, 403),
+    ),
+    create=extend_schema(
+        operation_id="legal_holds_create",
+        summary="Place a legal hold",
+        description=f"{SERVICE} On `conversationId`, or on the whole workspace when it is "
+        "absent or null; `reference` names the matter (never shown in errors). While a hold is "
+        "active, retention skips what it covers and delete, edit and erasure are refused.",
+        tags=[TAG],
+        request=LegalHoldCreateSerializer,
+        responses=answers({201: LegalHoldSerializer}, 400, 401, 403),
+    ),
+    retrieve=extend_schema(
+        operation_id="legal_holds_retrieve",
+        summary="Get a legal hold",
+        description=SERVICE,
+        tags=[TAG],
+        parameters=[id_in_path()],
+        responses=answers({200: LegalHoldSerializer}, 401, 403, 404),
+    ),
+    release=extend_schema(
+        operation_id="legal_holds_release",
+        summary="Release a legal hold",
+        description=f"{SERVICE} Takes no body; releasing twice is invalid_arguments.",
+        tags=[TAG],
+        parameters=[id_in_path()],
+        request=None,
+        responses=answers({200: LegalHoldSerializer}, 400, 401, 403, 404),
+    ),
+)
+class LegalHoldViewSet(ServiceViewSet):
+    model = LegalHold
+    queryset = LegalHold.objects.none()
+    output_serializer = LegalHoldSerializer
+    page_serializer = LegalHoldPage
+    filterset_class = LegalHoldFilter
+    order_by = ("placed_at", "id")
+
+    def create(self, request: Request) -> Response:
+        data = validated(LegalHoldCreateSerializer, request)
+        hold = lifecycle.hold_place(
+            workspace_id=request.user.workspace_id,
+            conversation_id=data.get("conversationId"),
+            reference=data.get("reference", ""),
+            actor=actor(request),
+        )
+        return Response(LegalHoldSerializer.render(hold), status=status.HTTP_201_CREATED)
+
+    @action(detail=True, methods=["post"])
+    def release(self, request: Request, pk: str) -> Response:
+        if request.data:
+            raise InvalidArguments("This action takes no body.")
+        hold = get_or_not_found(self.get_queryset(), pk)
+        return Response(
+            LegalHoldSerializer.render(lifecycle.hold_release(hold=hold, actor=actor(request)))
+        )
