@@ -78,6 +78,7 @@ citus-status: install
 # The Citus suite: the API tests, the perspective oracle, the budget and fail-closed tests and
 # tests/citus (one shard per tool call), on a fresh test database of the cluster.
 CITUS_TESTS := tests/api tests/search_app/test_oracle.py tests/search_app/test_oracle_memories.py \
+	tests/search_app/test_oracle_tool_scope.py \
 	tests/search_app/test_budget.py tests/security/test_fail_closed.py tests/citus
 
 test-citus: citus-up
