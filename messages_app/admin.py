@@ -873,17 +873,23 @@ class ApiTokenAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Revoke selected tokens", permissions=["revoke"])
     def revoke_tokens(self, request: HttpRequest, queryset: QuerySet) -> None:
-        selected = list(queryset.values_list("pk", flat=True))
+        selected: dict[uuid.UUID, list[uuid.UUID]] = {}
+        for workspace_id, pk in queryset.values_list("workspace_id", "pk"):
+            selected.setdefault(workspace_id, []).append(pk)
+        tokens: list[ApiToken] = []
         with transaction.atomic():
-            # Lock first so two admins revoking at once log each token once, with one time.
-            tokens = list(
-                ApiToken.objects.select_for_update().filter(
-                    pk__in=selected, revoked_at__isnull=True
+            # Lock first so two admins revoking at once log each token once, with one time;
+            # one workspace at a time, so on Citus each lock and update is on one shard.
+            now = timezone.now()
+            for workspace_id in sorted(selected):
+                live = ApiToken.objects.filter(
+                    workspace_id=workspace_id,
+                    pk__in=selected[workspace_id],
+                    revoked_at__isnull=True,
                 )
-            )
-            ApiToken.objects.filter(pk__in=[token.pk for token in tokens]).update(
-                revoked_at=timezone.now()
-            )
+                locked = list(live.select_for_update())
+                live.filter(pk__in=[token.pk for token in locked]).update(revoked_at=now)
+                tokens += locked
             if tokens:
                 LogEntry.objects.log_actions(
                     user_id=request.user.pk,

@@ -22,19 +22,15 @@ DEFAULT_BATCH_SIZE = 5_000
 _MESSAGES = Message._meta.db_table
 _DOCUMENTS = MessageSearchDocument._meta.db_table
 _ROOMS = MessageLineageRoom._meta.db_table
-_WORKSPACES = Workspace._meta.db_table
 
 # A batch is locked FOR SHARE by one statement and compared by the next: under READ COMMITTED
 # the second statement's snapshot already includes any edit the lock waited for, and no edit
 # can slip in between reading a body and writing its document (the edit waits, then its own
-# trigger runs).
+# trigger runs). Batches are taken one workspace at a time and every statement names it, so
+# on Citus each is a router statement on that workspace's shard.
 _LOCK = f"""
-    SELECT id FROM {_MESSAGES} WHERE id > %(after)s ORDER BY id LIMIT %(size)s FOR SHARE
-"""
-# One workspace's messages, through its ``(workspace_id, id)`` key.
-_LOCK_WORKSPACE = f"""
-    SELECT id FROM {_MESSAGES} WHERE workspace_id = %(workspace)s AND id > %(after)s
-    ORDER BY workspace_id, id LIMIT %(size)s FOR SHARE
+    SELECT id FROM {_MESSAGES}
+    WHERE workspace_id = %(workspace)s AND id > %(after)s ORDER BY id LIMIT %(size)s FOR SHARE
 """
 
 _BATCH = f"""
@@ -42,16 +38,16 @@ _BATCH = f"""
         SELECT id, workspace_id, conversation_id, created_at, sender_account_id,
                sender_agent_id, deleted_at, content
         FROM {_MESSAGES}
-        WHERE id = ANY(%(ids)s::uuid[])
+        WHERE workspace_id = %(workspace)s AND id = ANY(%(ids)s::uuid[])
     ), expected AS (
-        SELECT batch.id, batch.workspace_id, batch.conversation_id, batch.created_at,
-               batch.sender_account_id, batch.sender_agent_id,
-               formation_search_document(w.language::regconfig, batch.content) AS document,
+        SELECT id, workspace_id, conversation_id, created_at, sender_account_id,
+               sender_agent_id,
+               formation_search_document(%(config)s::regconfig, content) AS document,
                (SELECT array_agg(r.conversation_id ORDER BY r.conversation_id)
-                FROM {_ROOMS} AS r WHERE r.message_id = batch.id) AS lineage_rooms
+                FROM {_ROOMS} AS r
+                WHERE r.workspace_id = %(workspace)s AND r.message_id = batch.id) AS lineage_rooms
         FROM batch
-        JOIN {_WORKSPACES} AS w ON w.id = batch.workspace_id
-        WHERE batch.deleted_at IS NULL
+        WHERE deleted_at IS NULL
     )
 """
 
@@ -60,14 +56,17 @@ _CHECK = (
     + f"""
     SELECT
         (SELECT count(*) FROM expected AS e
-         WHERE NOT EXISTS (SELECT 1 FROM {_DOCUMENTS} AS d WHERE d.message_id = e.id)),
-        (SELECT count(*) FROM expected AS e JOIN {_DOCUMENTS} AS d ON d.message_id = e.id
+         WHERE NOT EXISTS (SELECT 1 FROM {_DOCUMENTS} AS d
+                           WHERE d.workspace_id = %(workspace)s AND d.message_id = e.id)),
+        (SELECT count(*) FROM expected AS e JOIN {_DOCUMENTS} AS d
+           ON d.workspace_id = %(workspace)s AND d.message_id = e.id
          WHERE (d.workspace_id, d.conversation_id, d.created_at, d.sender_account_id,
                 d.sender_agent_id, d.document, d.lineage_rooms)
                IS DISTINCT FROM (e.workspace_id, e.conversation_id, e.created_at,
                                  e.sender_account_id, e.sender_agent_id, e.document,
                                  e.lineage_rooms)),
-        (SELECT count(*) FROM batch AS b JOIN {_DOCUMENTS} AS d ON d.message_id = b.id
+        (SELECT count(*) FROM batch AS b JOIN {_DOCUMENTS} AS d
+           ON d.workspace_id = %(workspace)s AND d.message_id = b.id
          WHERE b.deleted_at IS NOT NULL)
 """
 )
@@ -100,7 +99,8 @@ _REPAIR = (
     ), removed AS (
         DELETE FROM {_DOCUMENTS} AS d
         USING batch AS b
-        WHERE d.message_id = b.id AND b.deleted_at IS NOT NULL
+        WHERE d.workspace_id = %(workspace)s AND d.message_id = b.id
+          AND b.deleted_at IS NOT NULL
         RETURNING 1
     )
     SELECT
@@ -139,15 +139,35 @@ def search_documents_rebuild(
     deleted message.
     """
     report = RebuildReport()
+    workspaces = Workspace.objects.order_by("id")
+    if workspace_id is not None:
+        workspaces = workspaces.filter(id=workspace_id)
+    for workspace, language in workspaces.values_list("id", "language"):
+        _workspace_rebuild(
+            workspace, language, report, fix=fix, batch_size=batch_size, progress=progress
+        )
+    return report
+
+
+def _workspace_rebuild(
+    workspace_id: uuid.UUID,
+    language: str,
+    report: RebuildReport,
+    *,
+    fix: bool,
+    batch_size: int,
+    progress: Callable[[RebuildReport], None] | None,
+) -> None:
+    """One workspace's messages, batch by batch, added to ``report``."""
     after = uuid.UUID(int=0)
-    lock = _LOCK if workspace_id is None else _LOCK_WORKSPACE
     while True:
+        scope = {"workspace": workspace_id}
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(lock, {"after": after, "size": batch_size, "workspace": workspace_id})
+            cursor.execute(_LOCK, {**scope, "after": after, "size": batch_size})
             ids = [row[0] for row in cursor.fetchall()]
             if not ids:
-                return report
-            cursor.execute(_REPAIR if fix else _CHECK, {"ids": ids})
+                return
+            cursor.execute(_REPAIR if fix else _CHECK, {**scope, "ids": ids, "config": language})
             missing, stale, orphaned = cursor.fetchone()
         report.checked += len(ids)
         report.missing += missing
