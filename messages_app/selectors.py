@@ -142,7 +142,7 @@ def _output_columns(alias: str, lens: RunLens | None) -> str:
     ]
     flag = (
         f"(SELECT {lens.deliverable('flagged')} FROM {MESSAGES} AS flagged "
-        f"WHERE flagged.id = {alias}.id)"
+        f"WHERE flagged.workspace_id = %(p_workspace)s AND flagged.id = {alias}.id)"
     )
     return ", ".join([*columns, flag])
 

@@ -19,7 +19,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from django.db import connection, transaction
-from django.db.models import Count, QuerySet
+from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from audit_app import selectors as audit_selectors
@@ -291,7 +292,17 @@ def _run_finish(*, workspace_id: uuid.UUID, run_id: uuid.UUID, reply: Message) -
 def run_status(*, workspace_id: uuid.UUID, run_id: object) -> Run:
     """A run of the workspace with ``evidence_count``, the distinct messages its tools have
     returned (``GET /runs/{id}``), or ``NotFound``."""
-    runs = Run.objects.filter(workspace_id=workspace_id).annotate(evidence_count=Count("evidence"))
+    # A subquery naming the workspace, not a join by the run's id alone: one shard on Citus.
+    evidence = (
+        RunEvidence.objects.filter(workspace_id=workspace_id, run_id=OuterRef("pk"))
+        .order_by()
+        .values("run_id")
+        .annotate(rows=Count("*"))
+        .values("rows")
+    )
+    runs = Run.objects.filter(workspace_id=workspace_id).annotate(
+        evidence_count=Coalesce(Subquery(evidence), 0)
+    )
     return get_or_not_found(runs, run_id)
 
 
