@@ -147,13 +147,13 @@ def hold_place(
 
 def hold_release(*, hold: LegalHold, actor: Actor) -> LegalHold:
     with transaction.atomic():
-        released = LegalHold.objects.filter(pk=hold.pk, released_at__isnull=True).update(
-            released_at=timezone.now()
-        )
+        released = LegalHold.objects.filter(
+            workspace_id=hold.workspace_id, pk=hold.pk, released_at__isnull=True
+        ).update(released_at=timezone.now())
         if not released:
             raise InvalidArguments("This legal hold is already released.")
         _record_hold(hold, LifecycleAction.HOLD_RELEASED, actor)
-    hold.refresh_from_db()
+    hold.refresh_from_db(from_queryset=LegalHold.objects.filter(workspace_id=hold.workspace_id))
     return hold
 
 
@@ -221,14 +221,15 @@ def messages_erase(
         rooms = sorted(per_room)
         if len(rooms) > 1:
             cursor.execute(
-                f"SELECT id FROM {CONVERSATIONS} WHERE id = ANY(%s::uuid[]) "
+                f"SELECT id FROM {CONVERSATIONS} WHERE workspace_id = %s AND id = ANY(%s::uuid[]) "
                 "ORDER BY id FOR NO KEY UPDATE",
-                [rooms],
+                [workspace_id, rooms],
             )
         cursor.execute(
             f"""UPDATE {CONVERSATIONS} AS c SET live_message_count = c.live_message_count - e.n
-                FROM unnest(%s::uuid[], %s::bigint[]) AS e(id, n) WHERE c.id = e.id""",
-            [rooms, [per_room[room] for room in rooms]],
+                FROM unnest(%s::uuid[], %s::bigint[]) AS e(id, n)
+                WHERE c.workspace_id = %s AND c.id = e.id""",
+            [rooms, [per_room[room] for room in rooms], workspace_id],
         )
     return Erased(messages=len(erased), conversations=len(rooms), derived_marked=marked)
 
@@ -276,20 +277,26 @@ def conversation_retention_set(
 ) -> ConversationRetention:
     """Override the workspace's period for this conversation; None keeps its messages."""
     with transaction.atomic():
-        Conversation.objects.filter(pk=conversation.pk).update(
-            retention_override=True, retention_days=_check_days(days)
-        )
-    conversation.refresh_from_db(fields=["retention_override", "retention_days"])
+        Conversation.objects.filter(
+            workspace_id=conversation.workspace_id, pk=conversation.pk
+        ).update(retention_override=True, retention_days=_check_days(days))
+    conversation.refresh_from_db(
+        fields=["retention_override", "retention_days"],
+        from_queryset=Conversation.objects.filter(workspace_id=conversation.workspace_id),
+    )
     return conversation_retention(conversation=conversation)
 
 
 def conversation_retention_inherit(*, conversation: Conversation) -> ConversationRetention:
     """Drop the override: the workspace's period applies again."""
     with transaction.atomic():
-        Conversation.objects.filter(pk=conversation.pk).update(
-            retention_override=False, retention_days=None
-        )
-    conversation.refresh_from_db(fields=["retention_override", "retention_days"])
+        Conversation.objects.filter(
+            workspace_id=conversation.workspace_id, pk=conversation.pk
+        ).update(retention_override=False, retention_days=None)
+    conversation.refresh_from_db(
+        fields=["retention_override", "retention_days"],
+        from_queryset=Conversation.objects.filter(workspace_id=conversation.workspace_id),
+    )
     return conversation_retention(conversation=conversation)
 
 
@@ -532,12 +539,13 @@ def _forget_identity(workspace_id: uuid.UUID, account_id: uuid.UUID) -> tuple[in
         .filter(Q(account_id=account_id) | Q(linked_account_id=account_id))
         .delete()
     )
-    Account.objects.filter(pk=account_id).update(
+    account = Account.objects.filter(workspace_id=workspace_id, pk=account_id)
+    account.update(
         display_name=ERASED_NAME,
         external_id=None,
         erased_at=Coalesce(F("erased_at"), Value(timezone.now())),
     )
-    erased_at = Account.objects.filter(pk=account_id).values_list("erased_at", flat=True).get()
+    erased_at = account.values_list("erased_at", flat=True).get()
     return links, erased_at
 
 

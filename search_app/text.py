@@ -172,11 +172,11 @@ def _pieces(query: str) -> tuple[list[_Phrase], list[str]]:
     return pieces, texts
 
 
-_WORKSPACE_LANGUAGE = f"""
-    WITH config AS MATERIALIZED (
-        SELECT COALESCE((SELECT language FROM {Workspace._meta.db_table}
-                         WHERE id = %(workspace)s), %(config)s) AS name
-    )
+# The configuration: the workspace's language when a workspace is given (else ``config``).
+# Without one (memories) the statement reads no table at all, so on Citus the coordinator
+# answers it alone, whatever the transaction ran before.
+_LEXEMES = """
+    WITH config AS MATERIALIZED (SELECT {language} AS name)
     SELECT config.name, found.number, found.lexeme, found.positions
     FROM config
     LEFT JOIN LATERAL (
@@ -185,6 +185,11 @@ _WORKSPACE_LANGUAGE = f"""
              unnest(formation_search_document(config.name::regconfig, part.body)) AS lexeme
     ) AS found ON true
 """
+_WORKSPACE_LANGUAGE = _LEXEMES.format(
+    language=f"COALESCE((SELECT language FROM {Workspace._meta.db_table} "
+    "WHERE id = %(workspace)s), %(config)s)"
+)
+_GIVEN_LANGUAGE = _LEXEMES.format(language="%(config)s::text")
 
 
 def _documents(texts: list[str], workspace_id, config: str) -> tuple[str, list[list]]:
@@ -192,7 +197,8 @@ def _documents(texts: list[str], workspace_id, config: str) -> tuple[str, list[l
     one statement, which also reads the workspace's language."""
     with connection.cursor() as cursor:
         cursor.execute(
-            _WORKSPACE_LANGUAGE, {"workspace": workspace_id, "config": config, "texts": texts}
+            _GIVEN_LANGUAGE if workspace_id is None else _WORKSPACE_LANGUAGE,
+            {"workspace": workspace_id, "config": config, "texts": texts},
         )
         rows = cursor.fetchall()
     documents: list[list] = [[] for _ in texts]
