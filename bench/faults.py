@@ -230,7 +230,7 @@ def run_faults(cluster: PrivateCluster, args: argparse.Namespace) -> int:
     call_command("rebuild_search_documents", check=True, stdout=report)
     checked = report.getvalue().strip().splitlines()[-1]
     expect(" 0 rows drifted" in checked, f"rebuild_search_documents --check: {checked}")
-    drifted = evidence_drift()
+    drifted = len(evidence_drift())
     expect(drifted == 0, f"evidence: {drifted} runs whose evidence differs from their audit")
 
     summary = "\n".join(lines)
@@ -239,10 +239,10 @@ def run_faults(cluster: PrivateCluster, args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
-def evidence_drift() -> int:
+def evidence_drift() -> list[tuple]:
     """Runs whose search_history evidence differs from the budget their last audit event
-    recorded. Correlated on the workspace too, so on Citus each run's check stays on its
-    shard."""
+    recorded, as (run id, that budget, evidence rows). Correlated on the workspace too, so on
+    Citus each run's check stays on its shard."""
     from django.db.models import Count, F, OuterRef, Subquery
     from django.db.models.functions import Coalesce
 
@@ -267,7 +267,7 @@ def evidence_drift() -> int:
         )
         .filter(last_budget__isnull=False)
         .exclude(last_budget=F("evidence_rows"))
-        .count()
+        .values_list("pk", "last_budget", "evidence_rows")
     )
 
 

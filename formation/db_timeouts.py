@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
+import psycopg
 from django.conf import settings
 from django.db import DatabaseError, OperationalError, connection
 from django.http import HttpRequest, HttpResponse
@@ -85,6 +86,33 @@ def on_a_live_connection(first_statement: Callable[[], T]) -> T:
     connection.ensure_connection()
     setattr(connection, PENDING, pending)
     return first_statement()
+
+
+# Transactions PostgreSQL (or Citus, across nodes) rolled back to break a deadlock or a
+# serialization conflict: nothing of them is left, so running them again is safe.
+CONFLICTS = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
+CONFLICT_ATTEMPTS = 3
+
+
+def retrying_conflicts(work: Callable[[], T]) -> T:
+    """Run ``work`` (whole transactions), again when one was rolled back by a deadlock or a
+    serialization failure: at most ``CONFLICT_ATTEMPTS`` times, and only outside any
+    transaction, where the rollback undid everything ``work`` did. On Citus a shard move's
+    switch-over can break such a deadlock between two calls of one run."""
+    for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+        try:
+            return work()
+        except OperationalError as problem:
+            if (
+                attempt == CONFLICT_ATTEMPTS
+                or connection.in_atomic_block
+                or not isinstance(problem.__cause__, CONFLICTS)
+            ):
+                raise
+            logger.warning(
+                "transaction rolled back by %s; running it again", type(problem.__cause__).__name__
+            )
+    raise AssertionError("unreachable")
 
 
 def apply_pending_timeout(execute, sql, params, many, context):

@@ -43,6 +43,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from formation.auth import BearerTokenAuthentication, Caller
+from formation.db_timeouts import retrying_conflicts
 from formation.errors import ApiError, Unauthenticated
 from formation.fields import Timestamp
 
@@ -110,7 +111,12 @@ def hold_runs_with(holder: RunHolder) -> None:
 
 
 def run_tool(tool: AgentTool, caller: Caller, arguments: dict[str, Any]) -> dict[str, Any]:
-    """Run ``tool``'s body for an authenticated, permitted caller with validated arguments."""
+    """Run ``tool``'s body for an authenticated, permitted caller with validated arguments
+    (again, from the start, if a deadlock rolled it back)."""
+    return retrying_conflicts(lambda: _run_tool_once(tool, caller, arguments))
+
+
+def _run_tool_once(tool: AgentTool, caller: Caller, arguments: dict[str, Any]) -> dict[str, Any]:
     call = ToolCall(caller=caller)
     if caller.run_id is None or tool.locks_run_itself:
         return tool.body(call, arguments)

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from formation.auth import IsRunToken, IsServiceOrRunToken
+from formation.db_timeouts import retrying_conflicts
 from formation.errors import (
     AuditUnavailable,
     DeliveryBlocked,
@@ -187,8 +188,10 @@ class RunReplyView(OwnRunView):
 
     def post(self, request: Request, run_id: uuid.UUID) -> Response:
         content = self.content(request, run_id)
-        reply = runs.run_reply(
-            workspace_id=request.user.workspace_id, run_id=run_id, content=content
+        reply = retrying_conflicts(
+            lambda: runs.run_reply(
+                workspace_id=request.user.workspace_id, run_id=run_id, content=content
+            )
         )
         return Response(MessageSummarySerializer.render(reply), status=status.HTTP_201_CREATED)
 
@@ -212,8 +215,10 @@ class RunMemoriesView(OwnRunView):
 
     def post(self, request: Request, run_id: uuid.UUID) -> Response:
         content = self.content(request, run_id)
-        memory = services.memory_create(
-            workspace_id=request.user.workspace_id, run_id=run_id, content=content
+        memory = retrying_conflicts(
+            lambda: services.memory_create(
+                workspace_id=request.user.workspace_id, run_id=run_id, content=content
+            )
         )
         return Response(MemoryCreated.render(memory), status=status.HTTP_201_CREATED)
 
@@ -238,11 +243,13 @@ class MemoriesView(APIView):
 
     def get(self, request: Request) -> Response:
         params = query_params(request, MemorySearchQuery)
-        memories = services.memory_search(
-            workspace_id=request.user.workspace_id,
-            run_id=request.user.run_id,
-            query_text=params["query"],
-            limit=params["limit"],
+        memories = retrying_conflicts(
+            lambda: services.memory_search(
+                workspace_id=request.user.workspace_id,
+                run_id=request.user.run_id,
+                query_text=params["query"],
+                limit=params["limit"],
+            )
         )
         return Response(
             MemorySearchResult.render(
