@@ -79,6 +79,12 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--down", type=float, default=15, help="seconds the worker stays down")
     parser.add_argument("--fast", type=float, default=2, help="slowest acceptable 503, seconds")
+    parser.add_argument(
+        "--transfer-mode",
+        choices=["auto", "force_logical", "block_writes"],
+        default="auto",
+        help="citus_rebalance_start's shard_transfer_mode (default auto: online, logical)",
+    )
     parser.add_argument("--port", type=int, default=8767)
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
@@ -233,7 +239,11 @@ def rebalance_under_load(args, plan, nodes, connection, expect, lines) -> None:
         result["added_seconds"] = time.monotonic() - begun
         with cluster._connect(cluster.coordinator(), DATABASE) as admin:
             moved_at = time.monotonic()
-            job = admin.execute("SELECT citus_rebalance_start()").fetchone()[0]
+            job = admin.execute(
+                "SELECT citus_rebalance_start("
+                "shard_transfer_mode => %s::citus.shard_transfer_mode)",
+                [args.transfer_mode],
+            ).fetchone()[0]
             admin.execute("SELECT citus_rebalance_wait()")
             result["rebalance_seconds"] = time.monotonic() - moved_at
             result["job"] = job
