@@ -301,6 +301,8 @@ def rebalance_under_load(args, plan, nodes, connection, expect, lines) -> None:
 
 
 async def probe_loop(client, probes, answers, stop_at, offset) -> None:
+    import load
+
     index = offset
     while time.monotonic() < stop_at:
         probe = probes[index % len(probes)]
@@ -313,15 +315,13 @@ async def probe_loop(client, probes, answers, stop_at, offset) -> None:
         started = time.monotonic()
         try:
             response = await client.get(url, headers={"Authorization": f"Bearer {probe.token}"})
-            code = None
-            if response.status_code >= 400:
-                try:
-                    code = response.json()["error"]["code"]
-                except (ValueError, KeyError, TypeError):
-                    code = "not-an-envelope"
             answers.append(
                 Answer(
-                    probe.workspace, started, time.monotonic() - started, response.status_code, code
+                    probe.workspace,
+                    started,
+                    time.monotonic() - started,
+                    response.status_code,
+                    load.error_code(response),
                 )
             )
         except httpx.HTTPError as exc:

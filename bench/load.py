@@ -229,6 +229,16 @@ def build_request(plan: Plan, endpoint: str, rng: random.Random) -> dict:
     raise ValueError(endpoint)
 
 
+def error_code(response: httpx.Response) -> str | None:
+    """The error envelope's code of an answer of 400 or more (else None)."""
+    if response.status_code < 400:
+        return None
+    try:
+        return response.json()["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return "not-an-envelope"
+
+
 async def client_loop(
     client: httpx.AsyncClient,
     plan: Plan,
@@ -245,14 +255,12 @@ async def client_loop(
         started = time.monotonic()
         try:
             response = await client.request(**request)
-            code = None
-            if response.status_code >= 400:
-                try:
-                    code = response.json()["error"]["code"]
-                except (ValueError, KeyError, TypeError):
-                    code = "not-an-envelope"
             outcome = Outcome(
-                endpoint, started, time.monotonic() - started, response.status_code, code
+                endpoint,
+                started,
+                time.monotonic() - started,
+                response.status_code,
+                error_code(response),
             )
         except httpx.HTTPError as exc:
             outcome = Outcome(
