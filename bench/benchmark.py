@@ -728,7 +728,7 @@ def search_history_rows(
     # The perspective floor is whatever the product ranks hits with; its scope (memberships,
     # readers, links) is read here, by hits_statement, outside the timing.
     (floor_run,) = open_runs(harness.http, scene, 1)
-    run = Run.objects.select_related("conversation").get(id=floor_run["id"])
+    run = Run.objects.filter(workspace_id=scene.workspace.id).get(id=floor_run["id"])
     hits_sql, hits_params = hits_statement(
         Perspective.of_run(run),
         parse_query(case.text),
