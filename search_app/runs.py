@@ -137,13 +137,30 @@ def run_lock(
     statement: the other tools apply it through the run's lens (``deliverability``). A lock
     waits for whoever holds the run, and under READ COMMITTED the row it then returns is the
     newest one, so its budget counter is the one the previous search committed.
+
+    On Citus the run is first locked on the coordinator too (an advisory lock on the run's id,
+    in the same mode): a row lock is held on the shard placement it was taken on, and a
+    transaction that began before a shard move's switch-over keeps its lock on the old
+    placement while the next one locks the new one, so two searches of one run could spend
+    the same budget. The coordinator's lock does not move with the shards.
     """
+    if connection.is_citus:
+        _coordinator_run_lock(run_id, exclusive=exclusive)
     perspective, state = run_scope(
         workspace_id=workspace_id, run_id=run_id, lock="UPDATE" if exclusive else "SHARE"
     )
     if open_only and state.finished_at is not None:
         raise Forbidden(RUN_FINISHED)
     return perspective, state
+
+
+def _coordinator_run_lock(run_id: uuid.UUID, *, exclusive: bool) -> None:
+    """A transaction-level advisory lock on the coordinator, keyed by the run's id (the first
+    64 bits of the UUID: collisions only make two runs wait for each other)."""
+    function = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
+    key = int.from_bytes(uuid.UUID(str(run_id)).bytes[:8], "big", signed=True)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {function}(%s)", [key])
 
 
 def run_evidence_record(
