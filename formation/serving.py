@@ -152,12 +152,13 @@ class BodyBuffer:
         self.limits = limits
         self.size = 0
 
-    async def receive_all(self, receive: Receive) -> bytes:
-        """The body, or its first ``max_body_bytes + 1`` bytes, which the application refuses."""
+    async def receive_all(self, receive: Receive, deadline: float) -> bytes:
+        """The body, or its first ``max_body_bytes + 1`` bytes, which the application refuses;
+        ``BodyTimeout`` once the loop's clock reaches ``deadline``."""
         room = self.limits.max_body_bytes + 1
         chunks = []
         while True:
-            message = await receive()
+            message = await _before(deadline, receive)
             if message["type"] == "http.disconnect":
                 raise ClientGone
             chunk = message.get("body", b"")[: room - self.size]
@@ -173,6 +174,37 @@ class BodyBuffer:
     def release(self) -> None:
         BodyBuffer.held -= self.size
         self.size = 0
+
+
+async def _before(deadline: float, receive: Receive) -> Message:
+    """The client's next message, or ``BodyTimeout`` at the loop time ``deadline``.
+
+    The deadline is kept by waiting, not by cancelling ``receive`` (``asyncio.timeout``):
+    gunicorn's ``receive`` waits in ``asyncio.wait_for``, which on Python 3.11 swallows a
+    cancellation that comes in the loop turn where a body chunk arrived (CPython gh-86296).
+    The deadline would then be spent without effect, and a client trickling its body would
+    never get its 408.
+    """
+    loop = asyncio.get_running_loop()
+    remaining = deadline - loop.time()
+    if remaining <= 0:
+        raise BodyTimeout
+    receiving = asyncio.ensure_future(receive())
+    try:
+        done, _ = await asyncio.wait([receiving], timeout=remaining)
+    except BaseException:
+        _drop(receiving)
+        raise
+    if not done:
+        _drop(receiving)
+        raise BodyTimeout
+    return receiving.result()
+
+
+def _drop(receiving: asyncio.Future) -> None:
+    """Stop waiting for a message given up on; if it comes anyway it is not wanted."""
+    receiving.cancel()
+    receiving.add_done_callback(lambda done: done.cancelled() or done.exception())
 
 
 def _known_length(scope: Scope, size: int) -> Scope:
@@ -331,11 +363,8 @@ class BoundedRequests:
     ) -> None:
         """Run the application once the whole body is in. The body goes with this call's
         frame: it is no longer held, nor counted, once the application is done."""
-        try:
-            async with asyncio.timeout(self.limits.body_timeout):
-                data = await body.receive_all(receive)
-        except TimeoutError:
-            raise BodyTimeout from None
+        deadline = asyncio.get_running_loop().time() + self.limits.body_timeout
+        data = await body.receive_all(receive, deadline)
         await self.app(_known_length(scope, len(data)), _replay(data, receive), answer.send)
 
 

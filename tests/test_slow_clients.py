@@ -6,6 +6,7 @@ answer within a second, and the server cuts each slow client off at its deadline
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import socket
@@ -21,6 +22,7 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
+from gunicorn.asgi.protocol import BodyReceiver
 from gunicorn.config import Config
 
 from formation.serving import (
@@ -43,6 +45,9 @@ LATE = 5.0
 EACH_KIND = 3  # five kinds: 15 clients against 8 threads
 # An answer far larger than what the kernel buffers for a client that reads nothing (~3 MB).
 BIG_ANSWER_MESSAGES, BIG_MESSAGE_CHARS = 50, 100_000
+# Bodies trickled this fast: some of these clients have a byte read in the very loop turn in
+# which their deadline passes, nearly every run.
+TRICKLERS, TRICKLE_EVERY = 40, 0.005
 
 
 @dataclass
@@ -59,6 +64,10 @@ class Scene:
     big_room_id: str
     agent_token: str
     service_token: str
+    tmp_path: Path
+
+    def log(self) -> str:
+        return gunicorn_log(self.tmp_path)
 
 
 def free_port() -> int:
@@ -103,18 +112,24 @@ def scene(transactional_db, tmp_path: Path) -> Iterator[Scene]:
         RESPONSE_SEND_TIMEOUT=deadline,
     ) as (_, port):
         base_url = f"http://127.0.0.1:{port}"
-        yield Scene(port, base_url, str(room.id), str(big_room.id), agent_token, service_token)
+        yield Scene(
+            port, base_url, str(room.id), str(big_room.id), agent_token, service_token, tmp_path
+        )
 
 
 @contextmanager
 def running_gunicorn(tmp_path: Path, **env: str) -> Iterator[tuple[subprocess.Popen, int]]:
     """gunicorn started as ``make serve`` starts it, on a free port, with ``env`` on top of the
-    production environment; yields the process and the port once ``/healthz`` answers."""
+    production environment; yields the process and the port once ``/healthz`` answers.
+
+    It logs at INFO to ``tmp_path / "gunicorn.log"`` (workers booting and listening, each
+    refusal and each request), which ``gunicorn_log`` puts in a failed assertion's message.
+    """
     port = free_port()
     environment = production_env(
         DATABASE_URL=database_url(),
         GUNICORN_BIND=f"127.0.0.1:{port}",
-        LOG_LEVEL="WARNING",
+        LOG_LEVEL="INFO",
         **env,
     )
     gunicorn = Path(sys.executable).with_name("gunicorn")
@@ -136,6 +151,12 @@ def running_gunicorn(tmp_path: Path, **env: str) -> Iterator[tuple[subprocess.Po
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+
+
+def gunicorn_log(tmp_path: Path, lines: int = 50) -> str:
+    """The end of the log of ``running_gunicorn``, so that a failure explains itself."""
+    text = (tmp_path / "gunicorn.log").read_text(errors="replace")
+    return "\ngunicorn.log, last lines:\n" + "\n".join(text.splitlines()[-lines:])
 
 
 def wait_until_healthy(base_url: str, server: subprocess.Popen) -> None:
@@ -184,17 +205,24 @@ def never_read(sock: socket.socket) -> Outcome:
     return Outcome(None)
 
 
+HOST = "Host: 127.0.0.1\r\n"
+
+
+def post_head(room_id: str, service_token: str) -> str:
+    """A message post's request line and headers, but for the body's framing and the blank line."""
+    return (
+        f"POST /api/v1/conversations/{room_id}/messages HTTP/1.1\r\n{HOST}"
+        f"Authorization: Bearer {service_token}\r\nContent-Type: application/json\r\n"
+    )
+
+
 def slow_clients(scene: Scene) -> dict[str, Callable[[socket.socket], Outcome]]:
     """Each kind: what it sends at once, then how it hangs."""
-    host = "Host: 127.0.0.1\r\n"
-    post = (
-        f"POST /api/v1/conversations/{scene.room_id}/messages HTTP/1.1\r\n{host}"
-        f"Authorization: Bearer {scene.service_token}\r\nContent-Type: application/json\r\n"
-    )
+    post = post_head(scene.room_id, scene.service_token)
     return {
         "silent": lambda sock: trickle(sock, b""),
         "slow headers": lambda sock: trickle(
-            sock, f"GET /healthz HTTP/1.1\r\n{host}X-Padding: {'p' * 100}".encode()
+            sock, f"GET /healthz HTTP/1.1\r\n{HOST}X-Padding: {'p' * 100}".encode()
         ),
         "slow body": lambda sock: (
             sock.sendall(f'{post}Content-Length: 5000\r\n\r\n{{"content": "'.encode()),
@@ -207,7 +235,7 @@ def slow_clients(scene: Scene) -> dict[str, Callable[[socket.socket], Outcome]]:
         "unread answer": lambda sock: (
             sock.sendall(
                 f"GET /api/v1/messages?conversationId={scene.big_room_id}&limit=200 HTTP/1.1\r\n"
-                f"{host}Authorization: Bearer {scene.agent_token}\r\n\r\n".encode()
+                f"{HOST}Authorization: Bearer {scene.agent_token}\r\n\r\n".encode()
             ),
             never_read(sock),
         )[1],
@@ -251,22 +279,73 @@ def test_more_slow_clients_than_threads_neither_stop_the_probe_and_api_nor_stay(
         probes.append(timed_get(f"{scene.base_url}/healthz"))
         probes.append(timed_get(api, Authorization=f"Bearer {scene.agent_token}"))
         time.sleep(0.2)
-    assert [status for status, _ in probes] == [200] * len(probes)
-    assert max(seconds for _, seconds in probes) < 1.0, probes
+    assert [status for status, _ in probes] == [200] * len(probes), (probes, scene.log())
+    assert max(seconds for _, seconds in probes) < 1.0, (probes, scene.log())
 
     for thread in threads:
         thread.join(timeout=DEADLINE + LATE + 5)
-    assert len(outcomes) == len(threads)
-    for name, outcome in outcomes.items():
-        assert outcome.closed_at is not None, f"{name} was never cut off"
-        # Never before its deadline: each is cut off by the deadline, not by chance.
+    assert len(outcomes) == len(threads), (sorted(outcomes), scene.log())
+    assert_cut_off_at_deadline(outcomes, connected_at, scene.log)
+    assert httpx.get(f"{scene.base_url}/healthz", timeout=5).status_code == 200, scene.log()
+
+
+def assert_cut_off_at_deadline(
+    outcomes: dict[str, Outcome], connected_at: dict[str, float], log: Callable[[], str]
+) -> None:
+    """Every client was cut off at its deadline, not before it (by chance) nor long after it,
+    and one that sent a body got the 408; the message names each client that was not."""
+    failures = []
+    for name, outcome in sorted(outcomes.items()):
+        if outcome.closed_at is None:
+            failures.append(f"{name} was never cut off (received {outcome.received[:40]!r})")
+            continue
         held = outcome.closed_at - connected_at[name]
-        assert DEADLINE - 0.1 <= held <= DEADLINE + LATE, (name, held, outcome.received[:40])
+        if not DEADLINE - 0.1 <= held <= DEADLINE + LATE:
+            failures.append(f"{name} was cut off after {held:.2f} s ({outcome.received[:40]!r})")
         if name.startswith(("slow body", "unfinished chunked body")):
-            assert outcome.received.startswith(b"HTTP/1.1 408 "), (name, outcome)
-        elif not name.startswith("unread answer"):
-            assert outcome.received == b"", (name, outcome)
-    assert httpx.get(f"{scene.base_url}/healthz", timeout=5).status_code == 200
+            if not outcome.received.startswith(b"HTTP/1.1 408 "):
+                failures.append(f"{name} got no 408: {outcome.received[:40]!r}")
+        elif not name.startswith("unread answer") and outcome.received != b"":
+            failures.append(f"{name} got an answer: {outcome.received[:40]!r}")
+    assert not failures, "\n".join(failures) + log()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_bodies_trickled_a_byte_every_few_milliseconds_all_get_their_408_at_the_deadline(
+    tmp_path: Path,
+):
+    """A byte read in the loop turn in which a body's deadline passed used to cancel that
+    deadline's effect (see the in-process test below): the client was never answered."""
+    workspace = factories.make_workspace()
+    room = factories.make_conversation(workspace)
+    _, service_token = services.token_create(workspace_id=workspace.id, kind=TokenKind.SERVICE)
+    head = f"{post_head(str(room.id), service_token)}Content-Length: 100000\r\n\r\n".encode()
+    outcomes: dict[str, Outcome] = {}
+    connected_at: dict[str, float] = {}
+    with running_gunicorn(
+        tmp_path,
+        WEB_CONCURRENCY=str(WORKERS),
+        GUNICORN_THREADS=str(THREADS),
+        REQUEST_BODY_TIMEOUT=str(int(DEADLINE)),
+    ) as (_, port):
+
+        def run(name: str) -> None:
+            with socket.create_connection(("127.0.0.1", port)) as sock:
+                connected_at[name] = time.monotonic()
+                sock.sendall(head)
+                outcomes[name] = trickle(sock, b"a" * 5000, every=TRICKLE_EVERY)
+
+        threads = [
+            threading.Thread(target=run, args=(f"slow body {index}",), daemon=True)
+            for index in range(TRICKLERS)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=DEADLINE + LATE + 5)
+        log = functools.partial(gunicorn_log, tmp_path)
+        assert len(outcomes) == TRICKLERS, (sorted(outcomes), log())
+        assert_cut_off_at_deadline(outcomes, connected_at, log)
 
 
 # --- BoundedRequests in process ------------------------------------------------------------------
@@ -363,6 +442,41 @@ def test_a_body_not_in_by_its_deadline_is_408_without_the_application():
             "details": {},
         },
     )
+    assert BodyBuffer.held == 0
+
+
+def test_a_body_byte_read_as_the_deadline_passes_does_not_cancel_the_408():
+    """The loop is busy past the deadline, and the next byte is read in the same turn. gunicorn's
+    receive waits in ``asyncio.wait_for``, which on Python 3.11 then swallows the cancellation
+    by which ``asyncio.timeout`` kept the deadline: the body went on being received, unbounded,
+    and the client never got its answer."""
+
+    async def scenario() -> tuple[list[dict], float]:
+        loop = asyncio.get_running_loop()
+        protocol = SimpleNamespace(
+            _closed=False, cfg=SimpleNamespace(timeout=30), _maybe_resume_reading=lambda: None
+        )
+        receiver = BodyReceiver(SimpleNamespace(content_length=50, chunked=False), protocol)
+
+        def busy_past_the_deadline_then_a_byte() -> None:
+            time.sleep(LIMITS.body_timeout)
+            receiver.feed(b"a")
+
+        loop.call_later(LIMITS.body_timeout / 2, busy_past_the_deadline_then_a_byte)
+        app, sent, started = RecordingApp(), [], loop.time()
+        request = asyncio.ensure_future(
+            BoundedRequests(app, LIMITS)(http_scope(), receiver.receive, collector(sent))
+        )
+        await asyncio.wait([request], timeout=10 * LIMITS.body_timeout)
+        request.cancel()
+        await asyncio.gather(request, return_exceptions=True)
+        assert app.calls == []
+        return sent, loop.time() - started
+
+    sent, seconds = asyncio.run(scenario())
+    assert [message.get("status") for message in sent] == [408, None]
+    # At once: the byte was read past the deadline.
+    assert seconds < 2 * LIMITS.body_timeout
     assert BodyBuffer.held == 0
 
 
