@@ -75,11 +75,12 @@ citus-down: install
 citus-status: install
 	$(BIN)/python -m formation.citus_cluster status
 
-# The Citus suite: the API tests, the perspective oracle, the budget and fail-closed tests and
+# The Citus suite: the API tests, the perspective oracle, the budget, fail-closed and admin tests and
 # tests/citus (one shard per tool call), on a fresh test database of the cluster.
 CITUS_TESTS := tests/api tests/search_app/test_oracle.py tests/search_app/test_oracle_memories.py \
 	tests/search_app/test_oracle_tool_scope.py \
-	tests/search_app/test_budget.py tests/security/test_fail_closed.py tests/citus
+	tests/search_app/test_budget.py tests/security/test_fail_closed.py \
+	tests/messages_app/test_admin.py tests/audit_app/test_admin.py tests/citus
 
 test-citus: citus-up
 	$(BIN)/python -m formation.citus_cluster reset-test-database

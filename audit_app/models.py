@@ -13,6 +13,8 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.utils import timezone
 
+from formation.tenancy import TenantForeignKey, TenantModel
+
 # Why a match was withheld (search_app.perspective.exclusion_reason says in which order the
 # checks run; the first one a message fails names it). ``budget`` counts eligible hits and
 # neighbours left out by the run's ceiling.
@@ -40,7 +42,7 @@ class SearchOutcome(models.TextChoices):
     BUDGET_EXHAUSTED = "budget_exhausted", "budget exhausted"
 
 
-class ConversationSearchEvent(models.Model):
+class ConversationSearchEvent(TenantModel):
     """Who searched, for which audience, and what came back; the query only as keyed digests.
 
     Every search tool writes one: search_history (SPEC §7, with rankings and exclusion
@@ -59,7 +61,7 @@ class ConversationSearchEvent(models.Model):
     tool = models.CharField(
         max_length=32, choices=SearchTool.choices, default=SearchTool.SEARCH_HISTORY
     )
-    run = models.ForeignKey(
+    run = TenantForeignKey(
         "messages_app.Run",
         db_constraint=False,
         on_delete=models.PROTECT,
@@ -67,10 +69,10 @@ class ConversationSearchEvent(models.Model):
         blank=True,
         related_name="search_events",
     )
-    agent = models.ForeignKey(
+    agent = TenantForeignKey(
         "messages_app.Agent", db_constraint=False, on_delete=models.PROTECT, related_name="+"
     )
-    destination = models.ForeignKey(
+    destination = TenantForeignKey(
         "messages_app.Conversation",
         db_constraint=False,
         on_delete=models.PROTECT,
@@ -78,7 +80,7 @@ class ConversationSearchEvent(models.Model):
         blank=True,
         related_name="+",
     )
-    requester = models.ForeignKey(
+    requester = TenantForeignKey(
         "messages_app.Account",
         db_constraint=False,
         on_delete=models.PROTECT,
@@ -163,7 +165,7 @@ class LifecycleSubject(models.TextChoices):
     ACCOUNT = "account"
 
 
-class LifecycleEvent(models.Model):
+class LifecycleEvent(TenantModel):
     """One retention run, erasure, hold placement or release, or export: who, what, when and
     how many; never message text, names or the hold's reference.
 

@@ -21,6 +21,7 @@ from django.db.models.functions import Greatest, Least, Upper
 from django.utils import timezone
 
 from formation.auth import TokenKind
+from formation.tenancy import TenantForeignKey, TenantModel
 
 
 class TsTzRange(Func):
@@ -79,7 +80,7 @@ class Workspace(models.Model):
         return self.slug
 
 
-class Account(models.Model):
+class Account(TenantModel):
     """A human's account in one workspace."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -109,7 +110,7 @@ class Account(models.Model):
         return self.display_name
 
 
-class Agent(models.Model):
+class Agent(TenantModel):
     """An AI agent in one workspace."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -132,7 +133,7 @@ class ConversationKind(models.TextChoices):
     UNKNOWN = "unknown", "Unknown audience"
 
 
-class Conversation(models.Model):
+class Conversation(TenantModel):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="conversations")
     kind = models.CharField(max_length=16, choices=ConversationKind.choices)
@@ -182,15 +183,15 @@ class Conversation(models.Model):
         return self.title
 
 
-class Membership(models.Model):
+class Membership(TenantModel):
     """An account or agent in a conversation over ``[joined_at, left_at)``."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
-    conversation = models.ForeignKey(
+    conversation = TenantForeignKey(
         Conversation, db_constraint=False, on_delete=models.CASCADE, related_name="memberships"
     )
-    account = models.ForeignKey(
+    account = TenantForeignKey(
         Account,
         db_constraint=False,
         on_delete=models.PROTECT,
@@ -198,7 +199,7 @@ class Membership(models.Model):
         blank=True,
         related_name="memberships",
     )
-    agent = models.ForeignKey(
+    agent = TenantForeignKey(
         Agent,
         db_constraint=False,
         on_delete=models.PROTECT,
@@ -287,7 +288,7 @@ class MessageStatus(models.TextChoices):
     FAILED = "failed"
 
 
-class Message(models.Model):
+class Message(TenantModel):
     """One message. Foreign keys carry no single-column indexes of their own: workspace and
     conversation lead composite keys already, and senders, replies and threads are only ever
     looked up from the message side (rows are never hard-deleted), so each extra index would
@@ -297,7 +298,7 @@ class Message(models.Model):
     workspace = models.ForeignKey(
         Workspace, on_delete=models.PROTECT, related_name="+", db_index=False
     )
-    conversation = models.ForeignKey(
+    conversation = TenantForeignKey(
         Conversation,
         db_constraint=False,
         on_delete=models.PROTECT,
@@ -307,7 +308,7 @@ class Message(models.Model):
     seq = models.BigIntegerField(editable=False)
     role = models.CharField(max_length=16, choices=MessageRole.choices)
     status = models.CharField(max_length=16, choices=MessageStatus.choices, default="sent")
-    sender_account = models.ForeignKey(
+    sender_account = TenantForeignKey(
         Account,
         db_constraint=False,
         on_delete=models.PROTECT,
@@ -316,7 +317,7 @@ class Message(models.Model):
         related_name="+",
         db_index=False,
     )
-    sender_agent = models.ForeignKey(
+    sender_agent = TenantForeignKey(
         Agent,
         db_constraint=False,
         on_delete=models.PROTECT,
@@ -332,7 +333,7 @@ class Message(models.Model):
     # Some message in this one's lineage (transitively) has been erased or deleted since: set by
     # the erasure that removed it (messages_app/lifecycle.py). The restrictions stay all the same.
     sources_erased = models.BooleanField(default=False, db_default=False, editable=False)
-    reply_to = models.ForeignKey(
+    reply_to = TenantForeignKey(
         "self",
         db_constraint=False,
         on_delete=models.PROTECT,
@@ -341,7 +342,7 @@ class Message(models.Model):
         related_name="replies",
         db_index=False,
     )
-    thread = models.ForeignKey(
+    thread = TenantForeignKey(
         "self",
         db_constraint=False,
         on_delete=models.PROTECT,
@@ -437,7 +438,7 @@ class Message(models.Model):
         return self.deleted_at is not None
 
 
-class MessageLineage(models.Model):
+class MessageLineage(TenantModel):
     """One source message an agent-authored message was based on (SPEC §2, §4).
 
     Rows hold the *transitive closure*: a message stores its direct sources (``direct``) and
@@ -447,10 +448,10 @@ class MessageLineage(models.Model):
     """
 
     workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
-    message = models.ForeignKey(
+    message = TenantForeignKey(
         Message, db_constraint=False, on_delete=models.CASCADE, related_name="lineage_links"
     )
-    source = models.ForeignKey(
+    source = TenantForeignKey(
         Message, db_constraint=False, on_delete=models.PROTECT, related_name="derived_links"
     )
     direct = models.BooleanField(
@@ -470,7 +471,7 @@ class MessageLineage(models.Model):
         return f"{self.message_id} <- {self.source_id}"
 
 
-class MessageLineageRoom(models.Model):
+class MessageLineageRoom(TenantModel):
     """A conversation whose audience a message inherits (SPEC §3 rule 4, §4).
 
     The closure of rooms: every conversation a source in the message's lineage was said in, the
@@ -485,14 +486,14 @@ class MessageLineageRoom(models.Model):
     workspace = models.ForeignKey(
         Workspace, on_delete=models.PROTECT, related_name="+", db_index=False
     )
-    message = models.ForeignKey(
+    message = TenantForeignKey(
         Message,
         db_constraint=False,
         on_delete=models.CASCADE,
         related_name="lineage_rooms",
         db_index=False,
     )
-    conversation = models.ForeignKey(
+    conversation = TenantForeignKey(
         Conversation,
         db_constraint=False,
         on_delete=models.PROTECT,
@@ -517,15 +518,15 @@ class IdentityLinkStatus(models.TextChoices):
     REVOKED = "revoked"
 
 
-class IdentityLink(models.Model):
+class IdentityLink(TenantModel):
     """Two accounts of one person. Only a verified link (never revoked) is live."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
-    account = models.ForeignKey(
+    account = TenantForeignKey(
         Account, db_constraint=False, on_delete=models.PROTECT, related_name="+"
     )
-    linked_account = models.ForeignKey(
+    linked_account = TenantForeignKey(
         Account, db_constraint=False, on_delete=models.PROTECT, related_name="+"
     )
     status = models.CharField(
@@ -583,25 +584,25 @@ class ToolScope(models.TextChoices):
     DELIVERABLE = "deliverable", "Deliverable to the destination only"
 
 
-class Run(models.Model):
+class Run(TenantModel):
     """One agent turn, created by the runtime; its tools take agent and audience from here."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
-    agent = models.ForeignKey(
+    agent = TenantForeignKey(
         Agent, db_constraint=False, on_delete=models.PROTECT, related_name="runs"
     )
-    conversation = models.ForeignKey(
+    conversation = TenantForeignKey(
         Conversation,
         db_constraint=False,
         on_delete=models.PROTECT,
         related_name="runs",
         help_text="Destination.",
     )
-    requester = models.ForeignKey(
+    requester = TenantForeignKey(
         Account, db_constraint=False, on_delete=models.PROTECT, related_name="+"
     )
-    current_message = models.ForeignKey(
+    current_message = TenantForeignKey(
         Message,
         db_constraint=False,
         on_delete=models.PROTECT,
@@ -625,7 +626,7 @@ class Run(models.Model):
     )
     # The reply the run delivered (set with ``finished_at``; null for runs that replied
     # before this column existed). A composite key keeps it in the destination (migration 0011).
-    reply = models.ForeignKey(
+    reply = TenantForeignKey(
         Message,
         on_delete=models.PROTECT,
         null=True,
@@ -652,7 +653,7 @@ class Run(models.Model):
         return f"run {self.id}"
 
 
-class RunEvidence(models.Model):
+class RunEvidence(TenantModel):
     """A message a run's tools returned to the model, recorded once per run (SPEC §2, §4).
 
     The set is the run's evidence budget (at most 400 from search_history) and, at delivery,
@@ -660,10 +661,10 @@ class RunEvidence(models.Model):
     """
 
     workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
-    run = models.ForeignKey(
+    run = TenantForeignKey(
         Run, db_constraint=False, on_delete=models.CASCADE, related_name="evidence"
     )
-    message = models.ForeignKey(
+    message = TenantForeignKey(
         Message, db_constraint=False, on_delete=models.PROTECT, related_name="+"
     )
     tool = models.CharField(max_length=32, help_text="The tool that first returned the message.")
@@ -682,7 +683,7 @@ class RunEvidence(models.Model):
         return f"{self.run_id} saw {self.message_id}"
 
 
-class LegalHold(models.Model):
+class LegalHold(TenantModel):
     """A legal hold on one conversation, or (no conversation) on the whole workspace.
 
     While a hold is active (not released) retention skips what it covers, and delete, edit and
@@ -692,7 +693,7 @@ class LegalHold(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
-    conversation = models.ForeignKey(
+    conversation = TenantForeignKey(
         Conversation,
         on_delete=models.PROTECT,
         null=True,
@@ -727,13 +728,13 @@ class LegalHold(models.Model):
         return f"legal hold {self.reference or self.id}"
 
 
-class ApiToken(models.Model):
+class ApiToken(TenantModel):
     """A bearer token, stored only as its SHA-256 digest (tokens carry 256 random bits)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="tokens")
     kind = models.CharField(max_length=16, choices=TokenKind.choices)
-    agent = models.ForeignKey(
+    agent = TenantForeignKey(
         Agent,
         db_constraint=False,
         on_delete=models.CASCADE,
@@ -741,7 +742,7 @@ class ApiToken(models.Model):
         blank=True,
         related_name="tokens",
     )
-    run = models.ForeignKey(
+    run = TenantForeignKey(
         Run,
         db_constraint=False,
         on_delete=models.CASCADE,

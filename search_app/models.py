@@ -20,6 +20,7 @@ from django.db import models
 from django.db.models import F, Func, Value
 from django.utils import timezone
 
+from formation.tenancy import TenantForeignKey, TenantModel, TenantOneToOneField
 from messages_app.models import DEFAULT_LANGUAGE, Agent, Conversation, Message, Run, Workspace
 
 # The text search configuration of memories, and of workspaces that name no other
@@ -42,7 +43,7 @@ def search_document(config: str, text: str) -> Func:
     )
 
 
-class MessageSearchDocument(models.Model):
+class MessageSearchDocument(TenantModel):
     """The ``tsvector`` of one live message, with copies of the columns the rules filter on.
 
     The copies (workspace, conversation, time, sender, inherited rooms) come from the triggers
@@ -52,7 +53,7 @@ class MessageSearchDocument(models.Model):
     import pays for each constraint checked.
     """
 
-    message = models.OneToOneField(
+    message = TenantOneToOneField(
         Message,
         db_constraint=False,
         on_delete=models.DO_NOTHING,
@@ -84,7 +85,7 @@ class MessageSearchDocument(models.Model):
         return f"search document of {self.message_id}"
 
 
-class AgentMemory(models.Model):
+class AgentMemory(TenantModel):
     """Something an agent chose to remember from a run, never more visible than its sources.
 
     Its lineage (``MemoryLineage``) is the run's evidence when it was written, flattened to
@@ -94,10 +95,10 @@ class AgentMemory(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
-    agent = models.ForeignKey(
+    agent = TenantForeignKey(
         Agent, db_constraint=False, on_delete=models.PROTECT, related_name="memories"
     )
-    run = models.ForeignKey(
+    run = TenantForeignKey(
         Run,
         db_constraint=False,
         on_delete=models.PROTECT,
@@ -122,16 +123,16 @@ class AgentMemory(models.Model):
         return f"memory {self.id}"
 
 
-class MemoryLineage(models.Model):
+class MemoryLineage(TenantModel):
     """One source message of a memory: the closure, like ``MessageLineage``."""
 
     workspace = models.ForeignKey(
         Workspace, on_delete=models.PROTECT, related_name="+", db_index=False
     )
-    memory = models.ForeignKey(
+    memory = TenantForeignKey(
         AgentMemory, db_constraint=False, on_delete=models.CASCADE, related_name="lineage"
     )
-    source = models.ForeignKey(
+    source = TenantForeignKey(
         Message, db_constraint=False, on_delete=models.PROTECT, related_name="+"
     )
 
@@ -147,7 +148,7 @@ class MemoryLineage(models.Model):
         return f"{self.memory_id} <- {self.source_id}"
 
 
-class MemoryRoom(models.Model):
+class MemoryRoom(TenantModel):
     """A conversation whose audience a memory inherits: the closure of rooms, like
     ``MessageLineageRoom``.
 
@@ -160,14 +161,14 @@ class MemoryRoom(models.Model):
     workspace = models.ForeignKey(
         Workspace, on_delete=models.PROTECT, related_name="+", db_index=False
     )
-    memory = models.ForeignKey(
+    memory = TenantForeignKey(
         AgentMemory,
         db_constraint=False,
         on_delete=models.CASCADE,
         related_name="rooms",
         db_index=False,
     )
-    conversation = models.ForeignKey(
+    conversation = TenantForeignKey(
         Conversation,
         db_constraint=False,
         on_delete=models.PROTECT,
@@ -187,16 +188,16 @@ class MemoryRoom(models.Model):
         return f"{self.memory_id} inherits {self.conversation_id}"
 
 
-class RunMemory(models.Model):
+class RunMemory(TenantModel):
     """A memory returned to a run: its lineage travels with the run's reply and memories."""
 
     workspace = models.ForeignKey(
         Workspace, on_delete=models.PROTECT, related_name="+", db_index=False
     )
-    run = models.ForeignKey(
+    run = TenantForeignKey(
         Run, db_constraint=False, on_delete=models.CASCADE, related_name="memories_used"
     )
-    memory = models.ForeignKey(
+    memory = TenantForeignKey(
         AgentMemory, db_constraint=False, on_delete=models.PROTECT, related_name="+"
     )
     created_at = models.DateTimeField(default=timezone.now)
