@@ -80,7 +80,7 @@ citus-status: install
 CITUS_TESTS := tests/api tests/search_app/test_oracle.py tests/search_app/test_oracle_memories.py \
 	tests/search_app/test_oracle_tool_scope.py \
 	tests/search_app/test_budget.py tests/security/test_fail_closed.py \
-	tests/messages_app/test_admin.py tests/audit_app/test_admin.py tests/citus
+	tests/messages_app/test_admin.py tests/audit_app/test_admin.py tests/test_tenancy.py tests/citus
 
 test-citus: citus-up
 	$(BIN)/python -m formation.citus_cluster reset-test-database
