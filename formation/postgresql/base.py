@@ -8,11 +8,14 @@ key PostgreSQL refuses that, so the ORM lists every selected column in ``GROUP B
 
 ``is_citus`` says whether the database is a Citus coordinator, so the few statements whose
 best form differs between the engines (``formation.bulk_insert``, this package's compiler)
-take the one that Citus routes to a single shard.
+take the one that Citus routes to a single shard, and the schema editor adds a column's check
+as a named constraint there (``schema.py``).
 """
 
 from django.db.backends.postgresql import base, features, operations
 from django.utils.functional import cached_property
+
+from formation.postgresql.schema import DatabaseSchemaEditor
 
 
 class DatabaseFeatures(features.DatabaseFeatures):
@@ -26,6 +29,7 @@ class DatabaseOperations(operations.DatabaseOperations):
 class DatabaseWrapper(base.DatabaseWrapper):
     features_class = DatabaseFeatures
     ops_class = DatabaseOperations
+    SchemaEditorClass = DatabaseSchemaEditor
 
     @cached_property
     def is_citus(self) -> bool:
