@@ -11,7 +11,7 @@ true (every tenant key is composite, ``(workspace_id, column)``; formation/tenan
 on plain PostgreSQL the rows are the same. The schema is a plain relation's: only the SQL of
 joins differs, so migrations record the fields as ``ForeignKey`` and ``OneToOneField``.
 
-``TenantModel.save()`` of an existing row never writes ``workspace_id``: a row never moves
+Saving an existing ``TenantModel`` row never writes ``workspace_id``: a row never moves
 between workspaces (its composite keys pin it), and Citus refuses an ``UPDATE`` that sets the
 distribution column, even to the value it has.
 """
@@ -70,17 +70,19 @@ class TenantModel(models.Model):
     class Meta:
         abstract = True
 
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        """Django writes every column of an existing row; this writes every one but the
-        workspace's (an explicit ``update_fields`` or a forced insert is left alone)."""
-        if (
-            not self._state.adding
-            and kwargs.get("update_fields") is None
-            and not kwargs.get("force_insert")
-        ):
-            kwargs["update_fields"] = [
-                field.name
-                for field in self._meta.concrete_fields
-                if not field.primary_key and field.column != WORKSPACE_COLUMN
-            ]
-        super().save(*args, **kwargs)
+    def _do_update(
+        self,
+        base_qs: models.QuerySet,
+        using: str,
+        pk_val: Any,
+        values: list,
+        *args: Any,
+        **kwargs: Any,
+    ) -> bool:
+        """The UPDATE of a saved row, without its workspace. Dropped in this step, the one of
+        Django's ``save()`` that sees the columns it writes, rather than by setting
+        ``update_fields``, so every other rule of ``save()`` stays Django's: an instance loaded
+        with ``only()`` writes its loaded columns alone, in one statement, and a row deleted
+        since it was read is inserted again."""
+        values = [entry for entry in values if entry[0].column != WORKSPACE_COLUMN]
+        return super()._do_update(base_qs, using, pk_val, values, *args, **kwargs)

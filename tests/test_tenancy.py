@@ -105,3 +105,49 @@ def test_a_new_row_is_still_inserted_with_its_workspace() -> None:
     )
     room.save()
     assert Conversation.objects.get(pk=room.pk).workspace_id == workspace.id
+
+
+def test_saving_a_row_loaded_in_part_writes_only_what_was_loaded() -> None:
+    """As Django saves a deferred instance: one UPDATE of the loaded columns, no reads of the
+    others."""
+    workspace = factories.make_workspace()
+    room = factories.make_conversation(workspace)
+    partial = Conversation.objects.only("title").get(pk=room.pk)
+    partial.title = "Renamed sample"
+    with CaptureQueriesContext(connection) as queries:
+        partial.save()
+
+    (update,) = [q["sql"] for q in queries.captured_queries]
+    assigned = update.split(" SET ", 1)[1].split(" WHERE ", 1)[0]
+    assert assigned.startswith('"title" = ')
+    assert " = " not in assigned.removeprefix('"title" = ')
+    room.refresh_from_db()
+    assert (room.title, room.workspace_id) == ("Renamed sample", workspace.id)
+
+
+def test_every_relation_between_tenant_tables_is_a_key_with_the_workspace() -> None:
+    """The workspace equality the joins add changes no row only because a database key pins
+    each reference to its own workspace: ``(workspace_id, column, ...)`` to the target."""
+    unkeyed = []
+    with connection.cursor() as cursor:
+        for model in tenant_models():
+            for field in model._meta.concrete_fields:
+                if not isinstance(field, SameWorkspaceJoin):
+                    continue
+                cursor.execute(
+                    """SELECT 1 FROM pg_constraint AS key
+                       WHERE key.conrelid = %s::regclass AND key.confrelid = %s::regclass
+                         AND key.contype = 'f'
+                         AND ARRAY(SELECT attname::text FROM pg_attribute
+                                   WHERE attrelid = key.conrelid AND attnum = ANY(key.conkey))
+                             @> ARRAY[%s, %s]""",
+                    [
+                        model._meta.db_table,
+                        field.related_model._meta.db_table,
+                        WORKSPACE_COLUMN,
+                        field.column,
+                    ],
+                )
+                if cursor.fetchone() is None:
+                    unkeyed.append(f"{model.__name__}.{field.name}")
+    assert unkeyed == []
