@@ -79,10 +79,14 @@ class TenantModel(models.Model):
         *args: Any,
         **kwargs: Any,
     ) -> bool:
-        """The UPDATE of a saved row, without its workspace. Dropped in this step, the one of
-        Django's ``save()`` that sees the columns it writes, rather than by setting
-        ``update_fields``, so every other rule of ``save()`` stays Django's: an instance loaded
-        with ``only()`` writes its loaded columns alone, in one statement, and a row deleted
-        since it was read is inserted again."""
+        """The UPDATE of a saved row, without its workspace, and found by it as well as by its
+        id when the workspace is loaded (so Citus sends it to the row's shard alone). Done in
+        this step, the one of Django's ``save()`` that sees the columns it writes, rather than
+        by setting ``update_fields``, so every other rule of ``save()`` stays Django's: an
+        instance loaded with ``only()`` writes its loaded columns alone, in one statement, and a
+        row deleted since it was read is inserted again."""
         values = [entry for entry in values if entry[0].column != WORKSPACE_COLUMN]
+        workspace_id = self.__dict__.get(workspace_field(type(self)).attname)
+        if workspace_id is not None:
+            base_qs = base_qs.filter(**{WORKSPACE_COLUMN: workspace_id})
         return super()._do_update(base_qs, using, pk_val, values, *args, **kwargs)

@@ -94,6 +94,8 @@ def test_saving_an_existing_row_never_writes_its_workspace() -> None:
     assigned = update.split(" SET ", 1)[1].split(" WHERE ", 1)[0]
     assert '"title" = ' in assigned
     assert "workspace_id" not in assigned
+    found_by = update.split(" WHERE ", 1)[1]
+    assert f"\"workspace_id\" = '{workspace.id.hex}'::uuid" in found_by, found_by
     room.refresh_from_db()
     assert (room.title, room.workspace_id) == ("Renamed sample", workspace.id)
 
