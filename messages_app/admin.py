@@ -298,6 +298,19 @@ class WorkspaceScopedAdmin(FormationAdminMixin, UuidSearchMixin, admin.ModelAdmi
         readonly = tuple(super().get_readonly_fields(request, obj))
         return readonly if obj is None else (*readonly, "workspace")
 
+    def save_model(self, request: HttpRequest, obj: Model, form: Any, change: bool) -> None:
+        """An existing row gets the columns the form changed, and only those: the others may
+        have moved since this request read the row (a conversation's ``last_seq`` and
+        ``live_message_count`` move with every message stored), and writing them back would
+        undo that, handing the next message a seq already taken."""
+        if not change:
+            super().save_model(request, obj, form, change)
+            return
+        columns = {field.name for field in obj._meta.concrete_fields}
+        changed = [name for name in form.changed_data if name in columns]
+        if changed:
+            obj.save(update_fields=changed)
+
     def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 

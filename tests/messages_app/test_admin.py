@@ -17,6 +17,7 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission, User
 from django.core.management import call_command
 from django.db import connection, transaction
+from django.db.models.signals import pre_save
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -38,6 +39,7 @@ from messages_app.models import (
     RunEvidence,
     Workspace,
 )
+from tests import factories
 
 CANARY = "sample status canary-4b1e9"
 RAW_TOKEN = "sample-token-value-for-admin-tests"
@@ -484,6 +486,43 @@ def test_a_conversation_created_at_is_read_only(
     conversation.refresh_from_db()
     assert conversation.title == "Sample channel renamed"
     assert conversation.created_at == created
+
+
+def test_saving_a_conversation_keeps_the_counters_its_messages_moved_meanwhile(
+    admin_client: Client, admin_world: AdminWorld
+) -> None:
+    """A message stored between the admin's read of the conversation and its write (here, from
+    ``pre_save``) moves ``last_seq``; writing the stale value back would hand the next message a
+    seq already taken, and every later one too."""
+    conversation = admin_world.conversation
+
+    def message_arrives(sender: type, instance: Conversation, **kwargs: object) -> None:
+        if instance.pk == conversation.pk:
+            factories.post(conversation, admin_world.account, "sample arriving meanwhile")
+
+    pre_save.connect(message_arrives, sender=Conversation)
+    try:
+        response = admin_client.post(
+            admin_url("conversation", "change", conversation.pk),
+            {
+                "title": "Sample channel renamed",
+                "external_id": "ext-conv-1",
+                "memberships-TOTAL_FORMS": "2",
+                "memberships-INITIAL_FORMS": "2",
+                "memberships-MIN_NUM_FORMS": "0",
+                "memberships-MAX_NUM_FORMS": "1000",
+            },
+        )
+    finally:
+        pre_save.disconnect(message_arrives, sender=Conversation)
+
+    assert response.status_code == 302
+    stored = Conversation.objects.get(pk=conversation.pk)
+    newest = Message.objects.filter(conversation=conversation).order_by("-seq").first()
+    assert stored.title == "Sample channel renamed"
+    assert stored.last_seq == newest.seq
+    following = factories.post(conversation, admin_world.account, "sample after the rename")
+    assert following.seq == newest.seq + 1
 
 
 # --- the conversation filter ------------------------------------------------------------------
