@@ -343,10 +343,7 @@ def fill_messages(conversation: Conversation, sender_id: object, count: int) -> 
     """
     first = min(count, 1_000)
     with connection.cursor() as cursor:
-        cursor.execute("DISCARD PLANS")
         for start, stop in ((1, first), (first + 1, count)):
-            if start > stop:
-                continue
             cursor.execute(
                 f"""INSERT INTO {Message._meta.db_table}
                         (id, workspace_id, conversation_id, seq, role, status,
@@ -357,6 +354,6 @@ def fill_messages(conversation: Conversation, sender_id: object, count: int) -> 
                     FROM generate_series(%s, %s) AS n""",
                 [conversation.workspace_id, conversation.id, sender_id, T0, start, stop],
             )
-            if stop == first:
+            if start == 1:
                 cursor.execute(f"ANALYZE {Message._meta.db_table}")
     Conversation.objects.filter(pk=conversation.pk).update(last_seq=count, live_message_count=count)
