@@ -259,6 +259,10 @@ def hits_statement(
     ``contenders`` add closeness where it can matter; ``page`` reads the best from the
     canonical messages and checks every rule again; ``nearby`` finds their neighbours. One
     result set answers all of it, tagged by ``kind``.
+
+    Every CTE that holds a row per match, or an aggregate of them, is ``MATERIALIZED``: the
+    planner estimates a prefix, or a word without statistics, at a handful of matches, and an
+    inlined aggregate is then recomputed once per match (quadratic; ``test_broad_matches``).
     """
     terms = range(len(query.terms))
     fetch = limit + RECHECK_MARGIN
@@ -316,7 +320,7 @@ def hits_statement(
         FROM (SELECT * FROM matches LIMIT %(x_scan)s) AS x
         UNION ALL
         SELECT '{MORE_MATCHES}' FROM (SELECT 1 FROM matches OFFSET %(x_scan)s LIMIT 1) AS more
-    ), weights AS (
+    ), weights AS MATERIALIZED (
         SELECT {rarities}
         FROM (SELECT count(*)::float8 AS matches, {frequencies}
               FROM matches WHERE reason IS NULL) AS frequency

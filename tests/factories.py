@@ -327,9 +327,20 @@ def allow_inserts(table: str, *, name: str = "test_refuse_insert") -> None:
         cursor.execute(f"DROP FUNCTION IF EXISTS {name}()")
 
 
-def fill_messages(conversation: Conversation, sender_id: object, count: int) -> None:
+SAMPLE_CONTENT = "'sample status number ' || n || ' of a long synthetic conversation'"
+
+
+def fill_messages(
+    conversation: Conversation,
+    sender_id: object,
+    count: int,
+    *,
+    content_sql: str = SAMPLE_CONTENT,
+    analyze: bool = True,
+) -> None:
     """``count`` short messages from one account, seq 1 to ``count``, in two statements (the
-    search triggers run as for any insert): fast enough for 100,000.
+    search triggers run as for any insert): fast enough for 100,000. ``content_sql`` is the
+    text as an SQL expression of the message's number ``n``.
 
     Each message's search document checks its foreign key to the message, once per row, with a
     plan the connection caches. Made while the suite's tables are nearly empty (their
@@ -349,11 +360,11 @@ def fill_messages(conversation: Conversation, sender_id: object, count: int) -> 
                         (id, workspace_id, conversation_id, seq, role, status,
                          sender_account_id, content, created_at)
                     SELECT gen_random_uuid(), %s, %s, n, 'user', 'sent', %s,
-                           'sample status number ' || n || ' of a long synthetic conversation',
+                           {content_sql},
                            %s::timestamptz + n * interval '1 second'
                     FROM generate_series(%s, %s) AS n""",
                 [conversation.workspace_id, conversation.id, sender_id, T0, start, stop],
             )
-            if start == 1:
+            if start == 1 and analyze:
                 cursor.execute(f"ANALYZE {Message._meta.db_table}")
     Conversation.objects.filter(pk=conversation.pk).update(last_seq=count, live_message_count=count)
