@@ -120,7 +120,7 @@ def measure(options: argparse.Namespace, database_url: str) -> int:
                 {
                     "date": datetime.now(UTC).isoformat(timespec="seconds"),
                     "data": str(options.data),
-                    "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cpus",
+                    "machine": f"{os.cpu_count()} CPUs, {platform.platform()}",
                     "samples": report.samples,
                     "turns": report.turns,
                     "questions": questions,

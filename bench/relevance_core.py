@@ -16,10 +16,12 @@ import secrets
 import sqlite3
 import statistics
 import time
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TypeVar
 
 from formation.errors import InvalidArguments
 from messages_app.models import ConversationKind
@@ -35,7 +37,7 @@ from messages_app.services import (
 )
 from search_app.queries import HistoryFilters
 from search_app.runs import run_create
-from search_app.services import search_history
+from search_app.services import HistorySearch, search_history
 
 # LoCoMo's categories with their answer in the conversation; 5 (adversarial) has none.
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -54,6 +56,7 @@ SEARCH_HISTORY = "search_history"
 FTS5 = "fts5_bm25"
 SYSTEMS = {SEARCH_HISTORY: "search_history", FTS5: "SQLite FTS5 BM25"}
 WORD = re.compile(r"[^\W_]+")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -133,11 +136,11 @@ def read_samples(
 class Loaded:
     """A sample stored in a workspace of its own, and which turn each message is."""
 
-    workspace_id: object
-    agent_id: object
-    conversation_id: object
-    requester_id: object
-    dia_ids: dict[object, str]
+    workspace_id: uuid.UUID
+    agent_id: uuid.UUID
+    conversation_id: uuid.UUID
+    requester_id: uuid.UUID
+    dia_ids: dict[uuid.UUID, str]
 
 
 def sample_load(sample: Sample, *, run_tag: str) -> Loaded:
@@ -158,7 +161,7 @@ def sample_load(sample: Sample, *, run_tag: str) -> Loaded:
     membership_join(conversation=conversation, agent_id=agent.id, joined_at=joined_at)
     for account in accounts.values():
         membership_join(conversation=conversation, account_id=account.id, joined_at=joined_at)
-    dia_ids: dict[object, str] = {}
+    dia_ids: dict[uuid.UUID, str] = {}
     for start in range(0, len(sample.turns), MAX_BULK_MESSAGES):
         batch = sample.turns[start : start + MAX_BULK_MESSAGES]
         messages = messages_create(
@@ -194,7 +197,7 @@ class Ranking:
     milliseconds: float
 
 
-def _timed(call: Callable[[], Ranking | None]) -> tuple[Ranking | None, float]:
+def _timed(call: Callable[[], T]) -> tuple[T, float]:
     started = time.perf_counter()
     answer = call()
     return answer, (time.perf_counter() - started) * 1000
@@ -210,7 +213,7 @@ def search_history_ranking(loaded: Loaded, question: Question) -> Ranking:
         requester_id=loaded.requester_id,
     )
 
-    def call():
+    def call() -> HistorySearch | None:
         try:
             return search_history(
                 workspace_id=loaded.workspace_id,
@@ -251,7 +254,7 @@ class Fts5Index:
         words = dict.fromkeys(word.lower() for word in WORD.findall(question.text))
         expression = " OR ".join(f'"{word}"' for word in words)
 
-        def call():
+        def call() -> list[tuple[int]]:
             if not expression:
                 return []
             return self.db.execute(
@@ -268,6 +271,9 @@ class Fts5Index:
             if 0 <= near < len(self.turns)
         }
         return Ranking([self.turns[position] for position in positions], context, milliseconds)
+
+    def close(self) -> None:
+        self.db.close()
 
 
 @dataclass(frozen=True)
@@ -357,6 +363,7 @@ def run_benchmark(
                 score(question, search_history_ranking(loaded, question))
             )
             report.scores[FTS5].append(score(question, baseline.ranking(question)))
+        baseline.close()
         report.samples.append(sample.sample_id)
         report.turns += len(sample.turns)
         progress(f"{sample.sample_id}: {len(sample.turns)} turns, {len(questions)} questions")
