@@ -22,6 +22,7 @@ flight to commit, and any that starts after it sees it.
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections import Counter
@@ -29,6 +30,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from django.contrib.admin.models import LogEntry
+from django.contrib.contenttypes.models import ContentType
 from django.db import connection, transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
@@ -48,6 +51,7 @@ from messages_app.models import (
     Conversation,
     IdentityLink,
     LegalHold,
+    Membership,
     Message,
     MessageLineage,
     Workspace,
@@ -115,11 +119,50 @@ def erasure_guard(
     )
 
 
+HELD_ROW = "A legal hold covers this row: it cannot be changed while the hold is active."
+
+
 def refuse_if_held(*, workspace_id: uuid.UUID, conversation_ids: Iterable[uuid.UUID]) -> None:
     """``erasure_guard``, raising ``legal_hold_active`` for a covering hold."""
     hold_id = erasure_guard(workspace_id=workspace_id, conversation_ids=conversation_ids)
     if hold_id is not None:
         raise LegalHoldActive(hold_id)
+
+
+def account_edit_refusal(*, workspace_id: uuid.UUID, account_id: uuid.UUID) -> str | None:
+    """Why the account's name and external id may not be changed now (a fixed sentence), or
+    None. Call it in the changing transaction: the hold lock (shared) and the account's row
+    lock are then held to its commit, so neither a hold nor an erasure comes in between.
+
+    A hold keeps what it covers as it is, and an account is covered exactly when a hold refuses
+    its erasure: a workspace hold, or one on a conversation holding its live messages. An erased
+    account keeps the name erasure gave it: a form read before the erasure must not bring the
+    former name back.
+    """
+    _hold_lock(workspace_id, exclusive=False)
+    erased = (
+        Account.objects.select_for_update()
+        .filter(workspace_id=workspace_id, pk=account_id)
+        .values_list("erased_at", flat=True)
+        .first()
+    )
+    if erased is not None:
+        return "This account is erased: its name and external id stay as erasure left them."
+    if _covering_hold(workspace_id, _ACCOUNT_ROOMS, [workspace_id, account_id]) is not None:
+        return HELD_ROW
+    return None
+
+
+def row_edit_refusal(
+    *, workspace_id: uuid.UUID, conversation_id: uuid.UUID | None = None
+) -> str | None:
+    """Why a conversation (or, without one, another row of the workspace, such as an agent)
+    may not be changed now: a hold on the workspace or on that conversation. The hold lock is
+    held as ``account_edit_refusal`` holds it."""
+    conversations = [] if conversation_id is None else [conversation_id]
+    if erasure_guard(workspace_id=workspace_id, conversation_ids=conversations) is not None:
+        return HELD_ROW
+    return None
 
 
 def hold_place(
@@ -437,6 +480,7 @@ class ErasureReport:
     messages: int = 0
     identity_links: int = 0
     derived_marked: int = 0
+    admin_log_entries: int = 0
     erased_at: datetime | None = None
 
     def counts(self) -> dict[str, int]:
@@ -444,6 +488,7 @@ class ErasureReport:
             "messages": self.messages,
             "identityLinks": self.identity_links,
             "derivedMessagesMarked": self.derived_marked,
+            "adminLogEntries": self.admin_log_entries,
         }
 
 
@@ -500,6 +545,7 @@ def account_erase(
         with transaction.atomic():
             refuse_if_held(workspace_id=workspace_id, conversation_ids=[])
             report.identity_links, report.erased_at = _forget_identity(workspace_id, account_id)
+            report.admin_log_entries = _forget_admin_log(workspace_id, account_id)
             lifecycle_finish(event_id=event_id, counts=report.counts())
     except LegalHoldActive as refusal:
         lifecycle_finish(
@@ -547,6 +593,62 @@ def _forget_identity(workspace_id: uuid.UUID, account_id: uuid.UUID) -> tuple[in
     )
     erased_at = account.values_list("erased_at", flat=True).get()
     return links, erased_at
+
+
+def _forget_admin_log(workspace_id: uuid.UUID, account_id: uuid.UUID) -> int:
+    """Rewrite what Django's admin log says about the account, after its name is replaced.
+
+    Each admin save logs the row's name as it was then (``object_repr``, which "Recent actions"
+    and the history page show), so every earlier name of the account is there. The account's
+    entries and its memberships' ("<name> in <conversation>") are renamed from the rows as they
+    are now, and their change messages keep only what changed (field and model names), never
+    an object's name. No other entry can hold the account's name or external id, or message
+    text: messages, identity links and runs are logged by conversation title and seq or by ids.
+    The log is not a tenant table (on Citus it stays on the coordinator), so it is read and
+    written in statements of its own. Returns how many entries changed.
+    """
+    types = ContentType.objects.get_for_models(Account, Membership)
+    memberships = Membership.objects.filter(
+        workspace_id=workspace_id, account_id=account_id
+    ).select_related("account", "agent", "conversation")
+    names = {(types[Account].pk, str(account_id)): ERASED_NAME}
+    names.update({(types[Membership].pk, str(row.pk)): str(row) for row in memberships})
+    entries = LogEntry.objects.filter(
+        Q(content_type=types[Account], object_id=str(account_id))
+        | Q(
+            content_type=types[Membership],
+            object_id__in=[object_id for kind, object_id in names if kind != types[Account].pk],
+        )
+    ).only("id", "content_type_id", "object_id", "object_repr", "change_message")
+    rewritten = []
+    for entry in entries:
+        name = names[(entry.content_type_id, entry.object_id)][:200]
+        message = _unnamed_change_message(entry.change_message)
+        if (entry.object_repr, entry.change_message) != (name, message):
+            entry.object_repr, entry.change_message = name, message
+            rewritten.append(entry)
+    LogEntry.objects.bulk_update(rewritten, ["object_repr", "change_message"])
+    return len(rewritten)
+
+
+def _unnamed_change_message(raw: str) -> str:
+    """An admin change message reduced to what changed: ``added``, ``changed`` and ``deleted``
+    with the model's and the fields' names, without the ``object`` a related row is named by;
+    a message that is not Django's JSON list (free text may quote anything) becomes empty."""
+    try:
+        actions = json.loads(raw)
+    except ValueError:
+        return ""
+    if not isinstance(actions, list):
+        return ""
+    kept = [
+        {kind: {key: value for key, value in detail.items() if key in ("name", "fields")}}
+        for action in actions
+        if isinstance(action, dict)
+        for kind, detail in action.items()
+        if kind in ("added", "changed", "deleted") and isinstance(detail, dict)
+    ]
+    return json.dumps(kept)
 
 
 # --- export -----------------------------------------------------------------------------------
