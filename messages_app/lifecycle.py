@@ -653,19 +653,48 @@ def _unnamed_change_message(raw: str) -> str:
 
 # --- export -----------------------------------------------------------------------------------
 
-_CONVERSATION_PAGE = f"""
-    SELECT {summary_columns("m")} FROM {MESSAGES} AS m
-    WHERE m.workspace_id = %s AND m.conversation_id = %s AND m.deleted_at IS NULL AND m.seq > %s
-    ORDER BY m.seq
-    LIMIT %s
+# A page of an export holds at most ``DEFAULT_BATCH_SIZE`` messages and at most ``PAGE_BYTES``
+# bytes of message text (a single larger message is a page of its own), so memory is bounded
+# in bytes whatever the messages' sizes, and an export of more than a page of text comes in
+# more than one piece, which the production worker streams (formation/serving.py).
+PAGE_BYTES = 1024 * 1024
+
+
+def _byte_bounded(candidates: str, order: str) -> str:
+    """The page of ``candidates`` (summary columns, in ``order``, limited to the batch size)
+    cut before the message whose text would take it past the byte bound, and the number of
+    candidates as a last column: fewer rows than candidates means the page was cut, so more
+    may follow. ``octet_length`` reads a stored value's size without decompressing or fetching
+    it, so the rows cut away cost no I/O on their text."""
+    return f"""
+    SELECT {summary_columns("page")}, page.candidates FROM (
+        SELECT c.*, count(*) OVER () AS candidates,
+               row_number() OVER w AS n,
+               sum(octet_length(c.content)) OVER w AS running
+        FROM ({candidates}) AS c
+        WINDOW w AS (ORDER BY {order} ROWS UNBOUNDED PRECEDING)
+    ) AS page
+    WHERE page.n = 1 OR page.running <= %s
+    ORDER BY page.n
 """
-_ACCOUNT_PAGE = f"""
-    SELECT {summary_columns("m")} FROM {MESSAGES} AS m
-    WHERE m.workspace_id = %s AND m.sender_account_id = %s AND m.deleted_at IS NULL
-      AND (m.created_at, m.id) > (%s, %s)
-    ORDER BY m.created_at, m.id
-    LIMIT %s
-"""
+
+
+_CONVERSATION_PAGE = _byte_bounded(
+    f"""SELECT {summary_columns("m")} FROM {MESSAGES} AS m
+        WHERE m.workspace_id = %s AND m.conversation_id = %s AND m.deleted_at IS NULL
+          AND m.seq > %s
+        ORDER BY m.seq
+        LIMIT %s""",
+    "c.seq",
+)
+_ACCOUNT_PAGE = _byte_bounded(
+    f"""SELECT {summary_columns("m")} FROM {MESSAGES} AS m
+        WHERE m.workspace_id = %s AND m.sender_account_id = %s AND m.deleted_at IS NULL
+          AND (m.created_at, m.id) > (%s, %s)
+        ORDER BY m.created_at, m.id
+        LIMIT %s""",
+    "c.created_at, c.id",
+)
 _CONVERSATIONS_PAGE = f"""
     SELECT created_at, id FROM {CONVERSATIONS}
     WHERE workspace_id = %s AND (created_at, id) > (%s, %s)
@@ -694,20 +723,45 @@ def _pages(sql: str, params: Callable[[tuple | None], list], batch_size: int) ->
         last = rows[-1]
 
 
+def _message_pages(
+    sql: str, params: Callable[[tuple | None], list], batch_size: int, page_bytes: int
+) -> Iterator[list[MessageRow]]:
+    """``_pages`` of a ``_byte_bounded`` statement: a page cut by its bytes is followed by the
+    next, and only a page holding every candidate, fewer than the batch size, is the last."""
+    last: tuple | None = None
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [*params(last), batch_size, page_bytes])
+            rows = cursor.fetchall()
+        if not rows:
+            return
+        yield [MessageRow(*row[:-1]) for row in rows]
+        if len(rows) == rows[0][-1] < batch_size:
+            return
+        last = rows[-1]
+
+
 def conversation_export_batches(
-    *, workspace_id: uuid.UUID, conversation_id: uuid.UUID, batch_size: int = DEFAULT_BATCH_SIZE
+    *,
+    workspace_id: uuid.UUID,
+    conversation_id: uuid.UUID,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    page_bytes: int = PAGE_BYTES,
 ) -> Iterator[list[MessageRow]]:
     """The conversation's live messages in conversation order (seq), a page at a time."""
 
     def params(last: tuple | None) -> list:
         return [workspace_id, conversation_id, last[_SEQ] if last else 0]
 
-    for rows in _pages(_CONVERSATION_PAGE, params, batch_size):
-        yield [MessageRow(*row) for row in rows]
+    return _message_pages(_CONVERSATION_PAGE, params, batch_size, page_bytes)
 
 
 def account_export_batches(
-    *, workspace_id: uuid.UUID, account_id: uuid.UUID, batch_size: int = DEFAULT_BATCH_SIZE
+    *,
+    workspace_id: uuid.UUID,
+    account_id: uuid.UUID,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    page_bytes: int = PAGE_BYTES,
 ) -> Iterator[list[MessageRow]]:
     """Every live message the account wrote, oldest first, across its workspace."""
 
@@ -715,12 +769,11 @@ def account_export_batches(
         position = (last[_CREATED_AT], last[_ID]) if last else _BEFORE_EVERYTHING
         return [workspace_id, account_id, *position]
 
-    for rows in _pages(_ACCOUNT_PAGE, params, batch_size):
-        yield [MessageRow(*row) for row in rows]
+    return _message_pages(_ACCOUNT_PAGE, params, batch_size, page_bytes)
 
 
 def workspace_export_batches(
-    *, workspace_id: uuid.UUID, batch_size: int = DEFAULT_BATCH_SIZE
+    *, workspace_id: uuid.UUID, batch_size: int = DEFAULT_BATCH_SIZE, page_bytes: int = PAGE_BYTES
 ) -> Iterator[list[MessageRow]]:
     """Every conversation of the workspace, oldest first, each in conversation order."""
 
@@ -730,7 +783,10 @@ def workspace_export_batches(
     for conversations in _pages(_CONVERSATIONS_PAGE, params, batch_size):
         for _, conversation_id in conversations:
             yield from conversation_export_batches(
-                workspace_id=workspace_id, conversation_id=conversation_id, batch_size=batch_size
+                workspace_id=workspace_id,
+                conversation_id=conversation_id,
+                batch_size=batch_size,
+                page_bytes=page_bytes,
             )
 
 
