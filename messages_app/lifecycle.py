@@ -796,7 +796,9 @@ class Export:
 
     The lifecycle row is written by ``export_start`` before the first byte (an export that
     cannot be recorded is not made) and finished when the pages run out (``completed``) or the
-    reader goes away first (``interrupted``), with the count of messages handed out.
+    reader goes away first (``interrupted``), with the count of messages handed out. Handed to
+    the server, that is: an answer the production worker collects instead of streaming is
+    written after this (docs/lifecycle.md, "Export").
     """
 
     event_id: uuid.UUID
