@@ -92,6 +92,15 @@ class MethodNotAllowed(ApiError):
     default_message = "This method is not allowed on this endpoint."
 
 
+class NotAcceptable(ApiError):
+    """No type the endpoint answers is acceptable to the request's ``Accept`` header (RFC 9110
+    §15.5.7); raised where an endpoint negotiates by quality (the exports)."""
+
+    code = "not_acceptable"
+    status = 406
+    default_message = "The Accept header admits none of the types this endpoint answers."
+
+
 class DeliveryBlocked(ApiError):
     code = "delivery_blocked"
     status = 409

@@ -46,6 +46,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
 
+from messages_app import lifecycle
 from messages_app.models import (
     Account,
     Agent,
@@ -253,8 +254,48 @@ ADMIN_MEDIA = forms.Media(
 )
 
 
+# Django's notices after a save name the row ("The account “<name>” was changed
+# successfully."), and django.contrib.messages keeps a notice in a cookie, or in the session row
+# when the cookie is full, until the next page: a name erased meanwhile would come back on it.
+# Ours name the kind of row only.
+SAVED_NOTICE = "The {name} was {done} successfully."
+EDIT_AGAIN = " You may edit it again below."
+ADD_ANOTHER = " You may add another {name} below."
+NOTICE_ATTRIBUTE = "_formation_saved"
+
+
 class FormationAdminMixin:
-    """The stylesheet on every page, and the autocomplete's files where a filter needs them."""
+    """The stylesheet on every page, the autocomplete's files where a filter needs them, and
+    notices after a save that do not name the row."""
+
+    def response_add(self, request: HttpRequest, obj: Model, post_url_continue: Any = None):
+        setattr(request, NOTICE_ATTRIBUTE, "added")
+        try:
+            return super().response_add(request, obj, post_url_continue)
+        finally:
+            delattr(request, NOTICE_ATTRIBUTE)
+
+    def response_change(self, request: HttpRequest, obj: Model):
+        setattr(request, NOTICE_ATTRIBUTE, "changed")
+        try:
+            return super().response_change(request, obj)
+        finally:
+            delattr(request, NOTICE_ATTRIBUTE)
+
+    def message_user(
+        self, request: HttpRequest, message: str, level: int | str = messages.INFO, *args, **kwargs
+    ) -> None:
+        """Django's own notice of the save in progress (the only success notice posted while
+        ``response_add`` or ``response_change`` runs) is replaced by one without the name."""
+        done = getattr(request, NOTICE_ATTRIBUTE, None)
+        if done is not None and level == messages.SUCCESS:
+            name = self.opts.verbose_name
+            message = SAVED_NOTICE.format(name=name, done=done)
+            if "_continue" in request.POST:
+                message += EDIT_AGAIN
+            elif "_addanother" in request.POST:
+                message += ADD_ANOTHER.format(name=name)
+        super().message_user(request, message, level, *args, **kwargs)
 
     @property
     def media(self) -> forms.Media:
@@ -367,8 +408,40 @@ class WorkspaceAdmin(FormationAdminMixin, UuidSearchMixin, admin.ModelAdmin):
             )
 
 
+class HeldRowForm(forms.ModelForm):
+    """A change to an existing row is refused, as a form error, while ``refusal`` gives a
+    reason: a legal hold covers the row, or it is an erased account (docs/admin.md). The check
+    runs in the admin's saving transaction and keeps its locks to the commit."""
+
+    def refusal(self) -> str | None:
+        return lifecycle.row_edit_refusal(workspace_id=self.instance.workspace_id)
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if not self.instance._state.adding and self.has_changed():
+            reason = self.refusal()
+            if reason is not None:
+                raise forms.ValidationError(reason, code="held")
+        return cleaned
+
+
+class AccountForm(HeldRowForm):
+    def refusal(self) -> str | None:
+        return lifecycle.account_edit_refusal(
+            workspace_id=self.instance.workspace_id, account_id=self.instance.pk
+        )
+
+
+class ConversationForm(HeldRowForm):
+    def refusal(self) -> str | None:
+        return lifecycle.row_edit_refusal(
+            workspace_id=self.instance.workspace_id, conversation_id=self.instance.pk
+        )
+
+
 @admin.register(Account)
 class AccountAdmin(WorkspaceScopedAdmin):
+    form = AccountForm
     list_display = ("display_name", "external_id", "workspace", created, "id")
     list_filter = ("workspace",)
     list_select_related = ("workspace",)
@@ -376,9 +449,17 @@ class AccountAdmin(WorkspaceScopedAdmin):
     readonly_fields = ("id", "erased_at")
     fields = ("id", "workspace", "display_name", "external_id", "created_at", "erased_at")
 
+    def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> tuple:
+        """An erased account keeps the name and external id erasure gave it."""
+        readonly = super().get_readonly_fields(request, obj)
+        if obj is not None and obj.erased_at is not None:
+            return (*readonly, "display_name", "external_id")
+        return readonly
+
 
 @admin.register(Agent)
 class AgentAdmin(WorkspaceScopedAdmin):
+    form = HeldRowForm
     list_display = ("name", "workspace", created, "id")
     list_filter = ("workspace",)
     list_select_related = ("workspace",)
@@ -539,6 +620,7 @@ def _positive_int(raw: str | None) -> int | None:
 
 @admin.register(Conversation)
 class ConversationAdmin(WorkspaceScopedAdmin):
+    form = ConversationForm
     list_display = (
         "title",
         field_column("kind", "kind"),  # the API's code: the long label wraps into three lines

@@ -22,6 +22,7 @@ flight to commit, and any that starts after it sees it.
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections import Counter
@@ -29,6 +30,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from django.contrib.admin.models import LogEntry
+from django.contrib.contenttypes.models import ContentType
 from django.db import connection, transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
@@ -48,6 +51,7 @@ from messages_app.models import (
     Conversation,
     IdentityLink,
     LegalHold,
+    Membership,
     Message,
     MessageLineage,
     Workspace,
@@ -115,11 +119,50 @@ def erasure_guard(
     )
 
 
+HELD_ROW = "A legal hold covers this row: it cannot be changed while the hold is active."
+
+
 def refuse_if_held(*, workspace_id: uuid.UUID, conversation_ids: Iterable[uuid.UUID]) -> None:
     """``erasure_guard``, raising ``legal_hold_active`` for a covering hold."""
     hold_id = erasure_guard(workspace_id=workspace_id, conversation_ids=conversation_ids)
     if hold_id is not None:
         raise LegalHoldActive(hold_id)
+
+
+def account_edit_refusal(*, workspace_id: uuid.UUID, account_id: uuid.UUID) -> str | None:
+    """Why the account's name and external id may not be changed now (a fixed sentence), or
+    None. Call it in the changing transaction: the hold lock (shared) and the account's row
+    lock are then held to its commit, so neither a hold nor an erasure comes in between.
+
+    A hold keeps what it covers as it is, and an account is covered exactly when a hold refuses
+    its erasure: a workspace hold, or one on a conversation holding its live messages. An erased
+    account keeps the name erasure gave it: a form read before the erasure must not bring the
+    former name back.
+    """
+    _hold_lock(workspace_id, exclusive=False)
+    erased = (
+        Account.objects.select_for_update()
+        .filter(workspace_id=workspace_id, pk=account_id)
+        .values_list("erased_at", flat=True)
+        .first()
+    )
+    if erased is not None:
+        return "This account is erased: its name and external id stay as erasure left them."
+    if _covering_hold(workspace_id, _ACCOUNT_ROOMS, [workspace_id, account_id]) is not None:
+        return HELD_ROW
+    return None
+
+
+def row_edit_refusal(
+    *, workspace_id: uuid.UUID, conversation_id: uuid.UUID | None = None
+) -> str | None:
+    """Why a conversation (or, without one, another row of the workspace, such as an agent)
+    may not be changed now: a hold on the workspace or on that conversation. The hold lock is
+    held as ``account_edit_refusal`` holds it."""
+    conversations = [] if conversation_id is None else [conversation_id]
+    if erasure_guard(workspace_id=workspace_id, conversation_ids=conversations) is not None:
+        return HELD_ROW
+    return None
 
 
 def hold_place(
@@ -437,6 +480,7 @@ class ErasureReport:
     messages: int = 0
     identity_links: int = 0
     derived_marked: int = 0
+    admin_log_entries: int = 0
     erased_at: datetime | None = None
 
     def counts(self) -> dict[str, int]:
@@ -444,6 +488,7 @@ class ErasureReport:
             "messages": self.messages,
             "identityLinks": self.identity_links,
             "derivedMessagesMarked": self.derived_marked,
+            "adminLogEntries": self.admin_log_entries,
         }
 
 
@@ -500,6 +545,7 @@ def account_erase(
         with transaction.atomic():
             refuse_if_held(workspace_id=workspace_id, conversation_ids=[])
             report.identity_links, report.erased_at = _forget_identity(workspace_id, account_id)
+            report.admin_log_entries = _forget_admin_log(workspace_id, account_id)
             lifecycle_finish(event_id=event_id, counts=report.counts())
     except LegalHoldActive as refusal:
         lifecycle_finish(
@@ -549,21 +595,106 @@ def _forget_identity(workspace_id: uuid.UUID, account_id: uuid.UUID) -> tuple[in
     return links, erased_at
 
 
+def _forget_admin_log(workspace_id: uuid.UUID, account_id: uuid.UUID) -> int:
+    """Rewrite what Django's admin log says about the account, after its name is replaced.
+
+    Each admin save logs the row's name as it was then (``object_repr``, which "Recent actions"
+    and the history page show), so every earlier name of the account is there. The account's
+    entries and its memberships' ("<name> in <conversation>") are renamed from the rows as they
+    are now, and their change messages keep only what changed (field and model names), never
+    an object's name. No other entry can hold the account's name or external id, or message
+    text: messages, identity links and runs are logged by conversation title and seq or by ids.
+    The log is not a tenant table (on Citus it stays on the coordinator), so it is read and
+    written in statements of its own. Returns how many entries changed.
+    """
+    types = ContentType.objects.get_for_models(Account, Membership)
+    memberships = Membership.objects.filter(
+        workspace_id=workspace_id, account_id=account_id
+    ).select_related("account", "agent", "conversation")
+    names = {(types[Account].pk, str(account_id)): ERASED_NAME}
+    names.update({(types[Membership].pk, str(row.pk)): str(row) for row in memberships})
+    entries = LogEntry.objects.filter(
+        Q(content_type=types[Account], object_id=str(account_id))
+        | Q(
+            content_type=types[Membership],
+            object_id__in=[object_id for kind, object_id in names if kind != types[Account].pk],
+        )
+    ).only("id", "content_type_id", "object_id", "object_repr", "change_message")
+    rewritten = []
+    for entry in entries:
+        name = names[(entry.content_type_id, entry.object_id)][:200]
+        message = _unnamed_change_message(entry.change_message)
+        if (entry.object_repr, entry.change_message) != (name, message):
+            entry.object_repr, entry.change_message = name, message
+            rewritten.append(entry)
+    LogEntry.objects.bulk_update(rewritten, ["object_repr", "change_message"])
+    return len(rewritten)
+
+
+def _unnamed_change_message(raw: str) -> str:
+    """An admin change message reduced to what changed: ``added``, ``changed`` and ``deleted``
+    with the model's and the fields' names, without the ``object`` a related row is named by;
+    a message that is not Django's JSON list (free text may quote anything) becomes empty."""
+    try:
+        actions = json.loads(raw)
+    except ValueError:
+        return ""
+    if not isinstance(actions, list):
+        return ""
+    kept = [
+        {kind: {key: value for key, value in detail.items() if key in ("name", "fields")}}
+        for action in actions
+        if isinstance(action, dict)
+        for kind, detail in action.items()
+        if kind in ("added", "changed", "deleted") and isinstance(detail, dict)
+    ]
+    return json.dumps(kept)
+
+
 # --- export -----------------------------------------------------------------------------------
 
-_CONVERSATION_PAGE = f"""
-    SELECT {summary_columns("m")} FROM {MESSAGES} AS m
-    WHERE m.workspace_id = %s AND m.conversation_id = %s AND m.deleted_at IS NULL AND m.seq > %s
-    ORDER BY m.seq
-    LIMIT %s
+# A page of an export holds at most ``DEFAULT_BATCH_SIZE`` messages and at most ``PAGE_BYTES``
+# bytes of message text (a single larger message is a page of its own), so memory is bounded
+# in bytes whatever the messages' sizes, and an export of more than a page of text comes in
+# more than one piece, which the production worker streams (formation/serving.py).
+PAGE_BYTES = 1024 * 1024
+
+
+def _byte_bounded(candidates: str, order: str) -> str:
+    """The page of ``candidates`` (summary columns, in ``order``, limited to the batch size)
+    cut before the message whose text would take it past the byte bound, and the number of
+    candidates as a last column: fewer rows than candidates means the page was cut, so more
+    may follow. ``octet_length`` reads a stored value's size without decompressing or fetching
+    it, so the rows cut away cost no I/O on their text."""
+    return f"""
+    SELECT {summary_columns("page")}, page.candidates FROM (
+        SELECT c.*, count(*) OVER () AS candidates,
+               row_number() OVER w AS n,
+               sum(octet_length(c.content)) OVER w AS running
+        FROM ({candidates}) AS c
+        WINDOW w AS (ORDER BY {order} ROWS UNBOUNDED PRECEDING)
+    ) AS page
+    WHERE page.n = 1 OR page.running <= %s
+    ORDER BY page.n
 """
-_ACCOUNT_PAGE = f"""
-    SELECT {summary_columns("m")} FROM {MESSAGES} AS m
-    WHERE m.workspace_id = %s AND m.sender_account_id = %s AND m.deleted_at IS NULL
-      AND (m.created_at, m.id) > (%s, %s)
-    ORDER BY m.created_at, m.id
-    LIMIT %s
-"""
+
+
+_CONVERSATION_PAGE = _byte_bounded(
+    f"""SELECT {summary_columns("m")} FROM {MESSAGES} AS m
+        WHERE m.workspace_id = %s AND m.conversation_id = %s AND m.deleted_at IS NULL
+          AND m.seq > %s
+        ORDER BY m.seq
+        LIMIT %s""",
+    "c.seq",
+)
+_ACCOUNT_PAGE = _byte_bounded(
+    f"""SELECT {summary_columns("m")} FROM {MESSAGES} AS m
+        WHERE m.workspace_id = %s AND m.sender_account_id = %s AND m.deleted_at IS NULL
+          AND (m.created_at, m.id) > (%s, %s)
+        ORDER BY m.created_at, m.id
+        LIMIT %s""",
+    "c.created_at, c.id",
+)
 _CONVERSATIONS_PAGE = f"""
     SELECT created_at, id FROM {CONVERSATIONS}
     WHERE workspace_id = %s AND (created_at, id) > (%s, %s)
@@ -592,20 +723,45 @@ def _pages(sql: str, params: Callable[[tuple | None], list], batch_size: int) ->
         last = rows[-1]
 
 
+def _message_pages(
+    sql: str, params: Callable[[tuple | None], list], batch_size: int, page_bytes: int
+) -> Iterator[list[MessageRow]]:
+    """``_pages`` of a ``_byte_bounded`` statement: a page cut by its bytes is followed by the
+    next, and only a page holding every candidate, fewer than the batch size, is the last."""
+    last: tuple | None = None
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [*params(last), batch_size, page_bytes])
+            rows = cursor.fetchall()
+        if not rows:
+            return
+        yield [MessageRow(*row[:-1]) for row in rows]
+        if len(rows) == rows[0][-1] < batch_size:
+            return
+        last = rows[-1]
+
+
 def conversation_export_batches(
-    *, workspace_id: uuid.UUID, conversation_id: uuid.UUID, batch_size: int = DEFAULT_BATCH_SIZE
+    *,
+    workspace_id: uuid.UUID,
+    conversation_id: uuid.UUID,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    page_bytes: int = PAGE_BYTES,
 ) -> Iterator[list[MessageRow]]:
     """The conversation's live messages in conversation order (seq), a page at a time."""
 
     def params(last: tuple | None) -> list:
         return [workspace_id, conversation_id, last[_SEQ] if last else 0]
 
-    for rows in _pages(_CONVERSATION_PAGE, params, batch_size):
-        yield [MessageRow(*row) for row in rows]
+    return _message_pages(_CONVERSATION_PAGE, params, batch_size, page_bytes)
 
 
 def account_export_batches(
-    *, workspace_id: uuid.UUID, account_id: uuid.UUID, batch_size: int = DEFAULT_BATCH_SIZE
+    *,
+    workspace_id: uuid.UUID,
+    account_id: uuid.UUID,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    page_bytes: int = PAGE_BYTES,
 ) -> Iterator[list[MessageRow]]:
     """Every live message the account wrote, oldest first, across its workspace."""
 
@@ -613,12 +769,11 @@ def account_export_batches(
         position = (last[_CREATED_AT], last[_ID]) if last else _BEFORE_EVERYTHING
         return [workspace_id, account_id, *position]
 
-    for rows in _pages(_ACCOUNT_PAGE, params, batch_size):
-        yield [MessageRow(*row) for row in rows]
+    return _message_pages(_ACCOUNT_PAGE, params, batch_size, page_bytes)
 
 
 def workspace_export_batches(
-    *, workspace_id: uuid.UUID, batch_size: int = DEFAULT_BATCH_SIZE
+    *, workspace_id: uuid.UUID, batch_size: int = DEFAULT_BATCH_SIZE, page_bytes: int = PAGE_BYTES
 ) -> Iterator[list[MessageRow]]:
     """Every conversation of the workspace, oldest first, each in conversation order."""
 
@@ -628,7 +783,10 @@ def workspace_export_batches(
     for conversations in _pages(_CONVERSATIONS_PAGE, params, batch_size):
         for _, conversation_id in conversations:
             yield from conversation_export_batches(
-                workspace_id=workspace_id, conversation_id=conversation_id, batch_size=batch_size
+                workspace_id=workspace_id,
+                conversation_id=conversation_id,
+                batch_size=batch_size,
+                page_bytes=page_bytes,
             )
 
 
@@ -638,7 +796,9 @@ class Export:
 
     The lifecycle row is written by ``export_start`` before the first byte (an export that
     cannot be recorded is not made) and finished when the pages run out (``completed``) or the
-    reader goes away first (``interrupted``), with the count of messages handed out.
+    reader goes away first (``interrupted``), with the count of messages handed out. Handed to
+    the server, that is: an answer the production worker collects instead of streaming is
+    written after this (docs/lifecycle.md, "Export").
     """
 
     event_id: uuid.UUID

@@ -14,6 +14,7 @@ from django.http import HttpResponse, StreamingHttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import status
 from rest_framework.decorators import action
+from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -21,10 +22,11 @@ from rest_framework.views import APIView
 
 from audit_app.lifecycle import Actor
 from audit_app.models import LifecycleSubject
+from formation import negotiation
 from formation.auth import IsServiceToken
-from formation.errors import InvalidArguments
+from formation.errors import InvalidArguments, NotAcceptable
 from formation.fields import check_query_keys
-from formation.openapi import answers, filter_parameters, id_in_path
+from formation.openapi import answers, error_response, filter_parameters, id_in_path
 from messages_app import lifecycle
 from messages_app.filters import LegalHoldFilter
 from messages_app.lifecycle_serializers import (
@@ -60,6 +62,28 @@ class JsonLinesRenderer(JSONRenderer):
 
     def render(self, data: Any, accepted_media_type: Any = None, renderer_context: Any = None):
         return super().render(data, accepted_media_type, renderer_context) + b"\n"
+
+
+class ExportNegotiation(BaseContentNegotiation):
+    """RFC 9110 for an export, whose answer is always JSON Lines: acceptable when the ``Accept``
+    header admits ``application/x-ndjson`` (q > 0), or names ``application/json`` itself, which
+    exports have always been served to; otherwise 406 ``not_acceptable`` (in JSON). Errors are
+    one JSON line when JSON Lines is the more acceptable of the two."""
+
+    def select_renderer(
+        self, request: Request, renderers: list, format_suffix: str | None = None
+    ) -> tuple:
+        json_renderer, lines_renderer = renderers
+        ranges = negotiation.media_ranges(request.META.get("HTTP_ACCEPT", ""))
+        if not ranges:  # no header (or nothing readable in it): anything is acceptable
+            return json_renderer, json_renderer.media_type
+        lines = negotiation.quality(ranges, JSON_LINES)
+        named_json = negotiation.quality(ranges, json_renderer.media_type, explicit=True)
+        if lines <= 0 and named_json <= 0:
+            raise NotAcceptable()
+        json = negotiation.quality(ranges, json_renderer.media_type)
+        chosen = lines_renderer if lines > json else json_renderer
+        return chosen, chosen.media_type
 
 
 class LifecycleView(APIView):
@@ -164,6 +188,11 @@ class ConversationRetentionView(LifecycleView):
         return Response(ConversationRetentionSerializer.render(retention, conversationId=str(pk)))
 
 
+NOT_ACCEPTABLE = error_response(
+    "NotAcceptableError",
+    [NotAcceptable],
+    "the Accept header admits neither application/x-ndjson nor application/json.",
+)
 EXPORT_ANSWER = OpenApiResponse(
     response=MessageSummarySerializer,
     description="JSON Lines (`application/x-ndjson`): one message summary per line, streamed.",
@@ -174,6 +203,7 @@ class ExportView(LifecycleView):
     """A JSON Lines stream of message summaries, recorded in the lifecycle record."""
 
     renderer_classes = [JSONRenderer, JsonLinesRenderer]
+    content_negotiation_class = ExportNegotiation
     subject_kind: str
     model: type
 
@@ -207,7 +237,10 @@ def export_schema(operation_id: str, summary: str, what: str) -> Any:
             "streams a few exports at once: past that, 503 unavailable before the first byte.",
             tags=[TAG],
             parameters=[id_in_path()],
-            responses={(200, JSON_LINES): EXPORT_ANSWER, **answers({}, 400, 401, 403, 404)},
+            responses={
+                (200, JSON_LINES): EXPORT_ANSWER,
+                **answers({}, 400, 401, 403, 404, own={406: NOT_ACCEPTABLE}),
+            },
         )
     )
 

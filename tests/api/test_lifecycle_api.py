@@ -265,6 +265,49 @@ def test_an_export_may_be_asked_for_as_json_lines(world):
     assert json.loads(missing.content)["error"]["code"] == "not_found"
 
 
+@pytest.mark.parametrize(
+    ("accept", "status", "error_type"),
+    [
+        ("application/x-ndjson", 200, "application/x-ndjson"),
+        ("application/json", 200, "application/json"),
+        ("*/*", 200, "application/json"),
+        ("application/*;q=0.5, text/html", 200, "application/json"),
+        ("text/html, application/x-ndjson;q=0.1", 200, "application/x-ndjson"),
+        ("text/html", 406, None),
+        ("text/*, image/png", 406, None),
+        ("application/x-ndjson;q=0", 406, None),
+        ("application/x-ndjson; Q=0.000", 406, None),
+        ("application/x-ndjson;q=0.001", 200, "application/x-ndjson"),
+        ("text/html;q=2, application/x-ndjson;q=0.5", 200, "application/x-ndjson"),
+        ("application/x-ndjson;q=0, */*;q=1", 406, None),
+        ("application/*, application/x-ndjson;q=0", 406, None),
+    ],
+)
+def test_an_export_follows_rfc_9110_content_negotiation(world, accept, status, error_type):
+    """Quality values count (q=0 refuses, the most specific range wins), and an export no range
+    admits is 406 in the error envelope, before anything is recorded; ``application/json``, named
+    itself, is still served the export, as it always was."""
+    factories.post(world.private, world.alice, "sample")
+    url = f"/api/v1/conversations/{world.private.id}/export"
+    response = world.service.get(url, HTTP_ACCEPT=accept)
+    assert response.status_code == status
+    if status == 406:
+        assert response["Content-Type"] == "application/json"
+        assert json.loads(response.content)["error"] == {
+            "code": "not_acceptable",
+            "message": "The Accept header admits none of the types this endpoint answers.",
+            "details": {},
+        }
+        assert world.service.head(url, HTTP_ACCEPT=accept).status_code == 406
+        assert not LifecycleEvent.objects.exists()
+        return
+    assert response["Content-Type"] == "application/x-ndjson"
+    assert len(lines(response)) == 1
+    # Errors take the more acceptable of JSON and JSON Lines.
+    missing = world.service.get(f"/api/v1/conversations/{uuid.uuid4()}/export", HTTP_ACCEPT=accept)
+    assert (missing.status_code, missing["Content-Type"]) == (404, error_type)
+
+
 def test_head_of_an_export_starts_nothing(world):
     response = world.service.head(f"/api/v1/conversations/{world.private.id}/export")
     assert response.status_code == 200

@@ -31,6 +31,7 @@ CODES = {
     401: {"unauthenticated"},
     403: {"forbidden"},
     404: {"not_found"},
+    406: {"not_acceptable"},
     409: {"delivery_blocked", "legal_hold_active"},
     429: {"rate_limited", "search_budget_exhausted"},
     503: {"unavailable", "audit_unavailable"},
@@ -158,7 +159,7 @@ def test_bearer_scheme(schema):
         ("/api/v1/accounts", "post", {201, 400, 401, 403, 429, 503}),
         ("/api/v1/messages/{message_id}", "delete", {204, 400, 401, 403, 404, 409, 429, 503}),
         ("/api/v1/accounts/{id}/erase", "post", {200, 400, 401, 403, 404, 409, 429, 503}),
-        ("/api/v1/conversations/{id}/export", "get", {200, 400, 401, 403, 404, 429, 503}),
+        ("/api/v1/conversations/{id}/export", "get", {200, 400, 401, 403, 404, 406, 429, 503}),
         ("/api/v1/tools", "get", {200, 400, 401, 429, 503}),
     ],
 )

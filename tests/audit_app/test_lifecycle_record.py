@@ -91,6 +91,7 @@ def test_every_action_is_recorded_once(world, tmp_path):
                 "messages": 1,
                 "identityLinks": 0,
                 "derivedMessagesMarked": 0,
+                "adminLogEntries": 0,
             },
         ),
         ("export", "account", "completed", {"messages": 2}),
