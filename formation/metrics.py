@@ -209,10 +209,6 @@ def count_exclusions(exclusions: dict[str, int]) -> None:
             SEARCH_EXCLUSIONS.labels(exclusion_reason(reason)).inc(count)
 
 
-def enabled() -> bool:
-    return settings.METRICS_ENABLED
-
-
 # --- the connection pool, sampled by the request middleware ---------------------------------
 
 POOL_SAMPLE_SECONDS = 1.0
@@ -261,6 +257,10 @@ def _authorized(request: HttpRequest) -> bool:
 def metrics_view(request: HttpRequest) -> HttpResponse:
     """``GET /metrics`` with ``Authorization: Bearer $METRICS_TOKEN``; without a token
     configured it does not exist (404), so nothing is public by default."""
+    if request.method not in ("GET", "HEAD"):
+        response = HttpResponse(b"", status=405, content_type="text/plain")
+        response["Allow"] = "GET, HEAD"
+        return response
     if not settings.METRICS_ENABLED or not settings.METRICS_TOKEN:
         return HttpResponseNotFound(b"", content_type="text/plain")
     if not _authorized(request):

@@ -43,6 +43,8 @@ def test_metrics_do_not_exist_without_a_token(settings):
 
 def test_metrics_need_the_token(settings):
     settings.METRICS_TOKEN = TOKEN
+    refused = Client().post("/metrics", headers={"authorization": f"Bearer {TOKEN}"})
+    assert refused.status_code == 405
     assert Client().get("/metrics").status_code == 401
     wrong = Client().get("/metrics", headers={"authorization": f"Bearer {TOKEN}x"})
     assert wrong.status_code == 401
