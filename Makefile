@@ -23,7 +23,9 @@ run: install
 	DEBUG=1 $(BIN)/python manage.py migrate --noinput
 	DEBUG=1 $(BIN)/python manage.py load_demo --base-url http://$(HOST):$(PORT)
 	@echo "Serving http://$(HOST):$(PORT)/ (API /api/v1/, Swagger UI /api/docs/, admin /admin/); Ctrl-C stops it, make db-stop stops PostgreSQL"
-	DEBUG=1 $(BIN)/python manage.py runserver $(HOST):$(PORT)
+	@token=$${METRICS_TOKEN:-$$($(BIN)/python -c 'import secrets; print(secrets.token_urlsafe(24))')}; \
+	echo "Metrics: curl -H 'Authorization: Bearer $$token' http://$(HOST):$(PORT)/metrics"; \
+	DEBUG=1 METRICS_TOKEN=$$token $(BIN)/python manage.py runserver $(HOST):$(PORT)
 
 # Production serving: needs the production environment (SECRET_KEY, SEARCH_AUDIT_KEYS,
 # ALLOWED_HOSTS, ...; see docs/operations.md). GUNICORN_BIND defaults to HOST:PORT. DEBUG=0

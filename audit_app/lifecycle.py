@@ -9,9 +9,11 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.utils import timezone
 
 from audit_app.models import LifecycleEvent, LifecycleOutcome
+from formation import metrics
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,8 @@ def lifecycle_start(
         created_at=now,
         finished_at=now if finished else None,
     )
+    if finished:
+        _count_run(action, LifecycleOutcome.COMPLETED)
     return event.id
 
 
@@ -60,10 +64,12 @@ def lifecycle_progress(*, event_id: uuid.UUID, counts: dict[str, int]) -> None:
 def lifecycle_finish(
     *,
     event_id: uuid.UUID,
+    action: str,
     counts: dict[str, int],
     outcome: str = LifecycleOutcome.COMPLETED,
     hold_id: uuid.UUID | None = None,
 ) -> None:
+    """Finish the row ``lifecycle_start`` wrote; ``action`` is that row's, for the metrics."""
     fields: dict[str, object] = {
         "counts": dict(counts),
         "outcome": outcome,
@@ -72,3 +78,9 @@ def lifecycle_finish(
     if hold_id is not None:
         fields["hold_id"] = hold_id
     LifecycleEvent.objects.filter(pk=event_id).update(**fields)
+    _count_run(action, outcome)
+
+
+def _count_run(action: str, outcome: str) -> None:
+    if settings.METRICS_ENABLED:
+        metrics.LIFECYCLE_RUNS.labels(str(action), str(outcome)).inc()

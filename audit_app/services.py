@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import DatabaseError, OperationalError, connection, transaction
 from django.utils import timezone
 
@@ -19,6 +20,7 @@ from audit_app.models import (
     SearchOutcome,
     SearchTool,
 )
+from formation import metrics
 from formation.errors import AuditUnavailable
 
 logger = logging.getLogger(__name__)
@@ -172,6 +174,7 @@ def _insert(*, in_callers_transaction: bool, **values: object) -> None:
     except DatabaseError as error:
         # Only the error's class: its text could quote the row.
         logger.error("search audit write failed (%s); the search was refused", type(error).__name__)
+        _count_failure("write")
         raise AuditUnavailable() from None
 
 
@@ -195,7 +198,13 @@ def audited_atomic() -> Iterator[None]:
         if failed_inside:
             raise
         logger.error("search audit refused at commit (%s)", type(error).__name__)
+        _count_failure("commit")
         raise AuditUnavailable() from None
+
+
+def _count_failure(stage: str) -> None:
+    if settings.METRICS_ENABLED:
+        metrics.AUDIT_FAILURES.labels(stage).inc()
 
 
 def search_events_prune(

@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 import psycopg
+from django.conf import settings
 from django.core.exceptions import BadRequest, SuspiciousOperation
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import DatabaseError, OperationalError
@@ -24,6 +25,7 @@ from rest_framework import exceptions as drf_exceptions
 from rest_framework import serializers
 from rest_framework.response import Response
 
+from formation import metrics
 from formation.shapes import Shape
 
 logger = logging.getLogger("formation.errors")
@@ -217,9 +219,23 @@ def _translate(exc: Exception) -> ApiError:
     return ApiError()
 
 
+def error_code(exc: Exception) -> str:
+    """The code ``exc`` will be answered with, for metrics and spans (nothing is logged)."""
+    if isinstance(exc, ApiError):
+        return exc.code
+    if isinstance(exc, drf_exceptions.ValidationError):
+        return InvalidArguments.code
+    if isinstance(exc, OperationalError):
+        return Unavailable.code
+    if isinstance(exc, drf_exceptions.APIException):
+        return _translate(exc).code
+    return ApiError.code
+
+
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     """DRF's EXCEPTION_HANDLER: every exception becomes the envelope, never a stack trace."""
     error = _translate(exc)
+    _count(error)
     headers = {}
     if error.status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="api"'
@@ -230,17 +246,27 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     )
 
 
+def _count(error: ApiError) -> None:
+    if settings.METRICS_ENABLED:
+        metrics.API_ERRORS.labels(error.code).inc()
+
+
 def _unavailable(exc: OperationalError) -> Unavailable:
     """A lost connection, or a statement cancelled by the API's statement_timeout: 503."""
     if isinstance(exc.__cause__, psycopg.errors.QueryCanceled):
         logger.warning("statement cancelled: %s", type(exc.__cause__).__name__)
+        if settings.METRICS_ENABLED:
+            metrics.STATEMENT_TIMEOUTS.inc()
         return Unavailable("The request took too long and was cancelled; retry or narrow it.")
     logger.warning("database unavailable: %s", type(exc).__name__)
+    if settings.METRICS_ENABLED:
+        metrics.DATABASE_UNAVAILABLE.inc()
     return Unavailable()
 
 
 def api_error_response(error: ApiError) -> JsonResponse:
     """The envelope for an error raised outside DRF (a middleware), same bytes as DRF's."""
+    _count(error)
     return JsonResponse(
         error_body(error.code, error.message, error.details),
         status=error.status,

@@ -7,11 +7,18 @@ changed from the environment; the README lists them.
 Gunicorn writes no access log: ``formation.request_logging`` writes one JSON line per request
 that names the route, never the path or its query string (search text travels in ``?query=``).
 Gunicorn's own messages use the same JSON formatter.
+
+Metrics: the master gives the workers one ``PROMETHEUS_MULTIPROC_DIR`` (the operator's, or a
+fresh folder on tmpfs), emptied when it starts, so ``/metrics`` adds up every worker's values;
+a worker that exits has its live gauges dropped (formation/metrics.py).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from gunicorn.glogging import Logger
@@ -86,3 +93,42 @@ def worker_exit(server: Any, worker: Any) -> None:
         close_pool = getattr(alias_connection, "close_pool", None)
         if close_pool is not None:
             close_pool()
+
+
+METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def on_starting(server: Any) -> None:
+    """Before any worker: the metrics folder, empty (a previous run's values would be added)."""
+    folder = os.environ.get(METRICS_DIR_ENV)
+    try:
+        if folder:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            for stale in Path(folder).glob("*.db"):
+                stale.unlink()
+        else:
+            base = "/dev/shm" if os.path.isdir("/dev/shm") else None
+            folder = tempfile.mkdtemp(prefix="formation-metrics-", dir=base)
+            server.formation_metrics_dir = folder
+        os.environ[METRICS_DIR_ENV] = folder
+    except OSError as problem:
+        # Not fatal: each worker then keeps its own values (formation/metrics.py).
+        server.log.warning(
+            "metrics folder unusable (%s); metrics are per worker", type(problem).__name__
+        )
+        os.environ.pop(METRICS_DIR_ENV, None)
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    """A worker is gone: its live gauges (pool, open exports) stop counting."""
+    if os.environ.get(METRICS_DIR_ENV):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server: Any) -> None:
+    """Remove the metrics folder the master made (never one the operator named)."""
+    folder = getattr(server, "formation_metrics_dir", None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -2,7 +2,9 @@
 
 A line names the route pattern (``api/v1/messages/<message_id>``), never the path or the query
 string, so message ids and search text stay out of the logs (SPEC §9). Each request gets an id,
-echoed in ``X-Request-ID``, that every other line logged while handling it also carries.
+echoed in ``X-Request-ID``, that every other line logged while handling it also carries. The
+same route, method, status and duration are counted in the request metrics
+(formation/metrics.py), so both read one clock and one route.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.urls import Resolver404, resolve
 
+from formation import metrics
 from formation.auth import Caller
 from formation.json_logging import endpoint_of, request_id_var, route_pattern
 
@@ -92,6 +95,11 @@ class RequestLogMiddleware:
         # Django's request logger writes after this middleware; RouteNotPath names this route.
         request.log_endpoint = endpoint
         status = response.status_code
+        method = request.method if request.method in KNOWN_METHODS else "OTHER"
+        if settings.METRICS_ENABLED:
+            metrics.REQUESTS.labels(endpoint, method, str(status)).inc()
+            metrics.REQUEST_SECONDS.labels(endpoint).observe(duration_ms / 1000)
+            metrics.sample_pool()
         if status >= 500:
             level = logging.WARNING
         elif endpoint in PROBE_ENDPOINTS and status < 400:
@@ -103,7 +111,7 @@ class RequestLogMiddleware:
             "request",
             extra={
                 "endpoint": endpoint,
-                "method": request.method if request.method in KNOWN_METHODS else "OTHER",
+                "method": method,
                 "status": status,
                 "duration_ms": round(duration_ms, 1),
                 "token_kind": token_kind(request),

@@ -201,9 +201,13 @@ STORAGES = {
 API_STATEMENT_TIMEOUT_MS = env_int("API_STATEMENT_TIMEOUT_MS", 10_000)
 
 # Per-token request rates (formation/throttling.py), generous: they stop a runaway client, not
-# normal use. Counted per worker process in the "throttle" cache.
+# normal use. Counted in the "throttle" cache: Redis at REDIS_URL, shared by every worker and
+# host, or else per worker process (a token then gets workers times the rate).
 RATE_LIMIT_SERVICE = env_rate("RATE_LIMIT_SERVICE", "6000/min")
 RATE_LIMIT_AGENT = env_rate("RATE_LIMIT_AGENT", "1200/min")
+REDIS_URL = os.environ.get("REDIS_URL", "").strip()
+# Milliseconds a throttle count may wait for Redis; past it the request is let through (fail open).
+REDIS_TIMEOUT_MS = env_int("REDIS_TIMEOUT_MS", 250, minimum=1)
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     # Room for a counter per active token; the default 300 entries would cull live counters.
@@ -213,6 +217,25 @@ CACHES = {
         "OPTIONS": {"MAX_ENTRIES": 100_000},
     },
 }
+if REDIS_URL:
+    CACHES["throttle"] = {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "formation",
+        # Passed to redis-py's connection pool: a down or slow Redis costs a request this
+        # much at most, and the throttle then fails open (formation/throttling.py).
+        "OPTIONS": {
+            "socket_connect_timeout": REDIS_TIMEOUT_MS / 1000,
+            "socket_timeout": REDIS_TIMEOUT_MS / 1000,
+        },
+    }
+
+# Prometheus metrics (formation/metrics.py): recorded unless METRICS=0, served at /metrics only
+# to "Authorization: Bearer $METRICS_TOKEN"; with no token /metrics answers 404.
+METRICS_ENABLED = env_bool("METRICS", True)
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "").strip()
+if METRICS_TOKEN and len(METRICS_TOKEN) < 16:
+    raise SystemExit("METRICS_TOKEN must be at least 16 characters (or unset: no /metrics).")
 
 # Bulk import takes up to 5,000 messages in one body; larger bodies are refused before parsing.
 MAX_REQUEST_BODY_BYTES = int(os.environ.get("MAX_REQUEST_BODY_BYTES", str(32 * 1024 * 1024)))
@@ -323,7 +346,7 @@ SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 # Probes come over plain HTTP from inside the network; a redirect would read as a failure.
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 if env_bool("USE_X_FORWARDED_PROTO", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 

@@ -14,7 +14,9 @@ instead of being published half-described.
 Every body has one signature, ``body(call, arguments) -> dict``: the ``ToolCall`` (the caller,
 and for a run token the run's destination, requester and lens) and the validated arguments; it
 answers the REST body, or raises the same ``ApiError``. ``run_tool`` is the one way in, for the
-REST views (``ToolView``) and ``call_tool`` (the MCP server's) alike.
+REST views (``ToolView``) and ``call_tool`` (the MCP server's) alike, so it is also where every
+call is measured: its latency and outcome in the metrics, its span when tracing is on, both
+named by the tool and never by its arguments.
 
 Runs. A run token's call holds its run while the body runs: the run is share-locked, and what
 the body reports with ``call.returned`` becomes the run's evidence in the same transaction.
@@ -27,6 +29,7 @@ installed is refused rather than left without evidence. search_history locks its
 from __future__ import annotations
 
 import dataclasses
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Literal
 
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from rest_framework import serializers
 from rest_framework.fields import empty
@@ -42,9 +46,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from formation import metrics, tracing
 from formation.auth import BearerTokenAuthentication, Caller
 from formation.db_timeouts import retrying_conflicts
-from formation.errors import ApiError, Unauthenticated
+from formation.errors import ApiError, Unauthenticated, error_code
 from formation.fields import Timestamp
 
 Style = Literal["mcp", "openai", "anthropic"]
@@ -64,6 +69,9 @@ class ToolCall:
     # this module does not know; None with an agent token.
     lens: Any = None
     returned_ids: list[uuid.UUID] = dataclasses.field(default_factory=list)
+    # Numbers the body reports for the call's span (``hits``, ``neighbours``): counts only,
+    # never ids or text.
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def returned(self, messages: Iterable[Any]) -> None:
         """The body is about to answer these messages."""
@@ -112,12 +120,32 @@ def hold_runs_with(holder: RunHolder) -> None:
 
 def run_tool(tool: AgentTool, caller: Caller, arguments: dict[str, Any]) -> dict[str, Any]:
     """Run ``tool``'s body for an authenticated, permitted caller with validated arguments
-    (again, from the start, if a deadlock rolled it back)."""
-    return retrying_conflicts(lambda: _run_tool_once(tool, caller, arguments))
+    (again, from the start, if a deadlock rolled it back), measured and traced as one call."""
+    started = time.perf_counter()
+    calls: list[ToolCall] = []
+    outcome = "ok"
+    with tracing.tool_span(tool.name) as span:
+        try:
+            answer = retrying_conflicts(lambda: _run_tool_once(tool, caller, arguments, calls))
+            items = answer.get("items")
+            if isinstance(items, list):
+                calls[-1].counts.setdefault("items", len(items))
+            return answer
+        except Exception as error:
+            outcome = error_code(error)
+            raise
+        finally:
+            if settings.METRICS_ENABLED:
+                metrics.TOOL_CALLS.labels(tool.name, outcome).inc()
+                metrics.TOOL_SECONDS.labels(tool.name).observe(time.perf_counter() - started)
+            span.finish(outcome=outcome, counts=calls[-1].counts if calls else {})
 
 
-def _run_tool_once(tool: AgentTool, caller: Caller, arguments: dict[str, Any]) -> dict[str, Any]:
+def _run_tool_once(
+    tool: AgentTool, caller: Caller, arguments: dict[str, Any], calls: list[ToolCall]
+) -> dict[str, Any]:
     call = ToolCall(caller=caller)
+    calls.append(call)
     if caller.run_id is None or tool.locks_run_itself:
         return tool.body(call, arguments)
     if not _run_holders:

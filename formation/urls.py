@@ -3,7 +3,7 @@
 from django.contrib import admin
 from django.urls import include, path, re_path
 
-from formation import health
+from formation import health, metrics
 from formation.errors import not_found_view
 from formation.home import home
 
@@ -13,6 +13,8 @@ urlpatterns = [
     # Probes: plain JSON, no token, outside the versioned API.
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    # Prometheus, behind METRICS_TOKEN (404 without one).
+    path("metrics", metrics.metrics_view, name="metrics"),
     path("api/v1/", include("messages_app.urls")),
     path("api/v1/", include("search_app.urls")),
     path("api/v1/", include("formation.tool_urls")),

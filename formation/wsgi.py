@@ -4,7 +4,12 @@ import os
 
 from django.core.wsgi import get_wsgi_application
 
+from formation import tracing
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "formation.settings")
+
+# Before the application loads its middleware: tracing's comes first (off unless OTEL_* says).
+tracing.configure()
 
 django_application = get_wsgi_application()
 

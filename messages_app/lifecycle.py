@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from django.conf import settings
 from django.contrib.admin.models import LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection, transaction
@@ -44,6 +45,7 @@ from audit_app.lifecycle import (
     lifecycle_start,
 )
 from audit_app.models import LifecycleAction, LifecycleOutcome, LifecycleSubject
+from formation import metrics
 from formation.errors import InvalidArguments, LegalHoldActive, NotFound
 from messages_app.models import (
     MAX_RETENTION_DAYS,
@@ -433,7 +435,9 @@ def retention_apply(
             _retain_conversation(
                 report, event_id, conversation_id, now - timedelta(days=days), batch_size, progress
             )
-        lifecycle_finish(event_id=event_id, counts=report.counts())
+        lifecycle_finish(
+            event_id=event_id, action=LifecycleAction.RETENTION, counts=report.counts()
+        )
         reports.append(report)
     return reports
 
@@ -546,10 +550,13 @@ def account_erase(
             refuse_if_held(workspace_id=workspace_id, conversation_ids=[])
             report.identity_links, report.erased_at = _forget_identity(workspace_id, account_id)
             report.admin_log_entries = _forget_admin_log(workspace_id, account_id)
-            lifecycle_finish(event_id=event_id, counts=report.counts())
+            lifecycle_finish(
+                event_id=event_id, action=LifecycleAction.ERASURE, counts=report.counts()
+            )
     except LegalHoldActive as refusal:
         lifecycle_finish(
             event_id=event_id,
+            action=LifecycleAction.ERASURE,
             counts=report.counts(),
             outcome=LifecycleOutcome.REFUSED,
             hold_id=uuid.UUID(refusal.details["holdId"]),
@@ -808,14 +815,21 @@ class Export:
     def chunks(self, render: Callable[[list[MessageRow]], bytes]) -> Iterator[bytes]:
         """``render`` of each page, in order (the caller's wire format)."""
         outcome = LifecycleOutcome.INTERRUPTED
+        if settings.METRICS_ENABLED:
+            metrics.EXPORT_STREAMS.inc()
         try:
             for batch in self.batches:
                 self.exported += len(batch)
                 yield render(batch)
             outcome = LifecycleOutcome.COMPLETED
         finally:
+            if settings.METRICS_ENABLED:
+                metrics.EXPORT_STREAMS.dec()
             lifecycle_finish(
-                event_id=self.event_id, counts={"messages": self.exported}, outcome=outcome
+                event_id=self.event_id,
+                action=LifecycleAction.EXPORT,
+                counts={"messages": self.exported},
+                outcome=outcome,
             )
 
 

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
@@ -25,6 +26,7 @@ from django.utils import timezone
 
 from audit_app import selectors as audit_selectors
 from audit_app.models import ConversationSearchEvent
+from formation import metrics
 from formation.auth import Caller
 from formation.bulk_insert import insert_rows
 from formation.errors import DeliveryBlocked, Forbidden, InvalidArguments
@@ -253,6 +255,9 @@ def run_reply(*, workspace_id: uuid.UUID, run_id: uuid.UUID, content: str) -> Me
             raise InvalidArguments("This run has already replied; a run replies once.")
         blockers = delivery_blockers(perspective, run_id=run_id)
         if blockers:
+            if settings.METRICS_ENABLED:
+                for reason in blockers:
+                    metrics.DELIVERY_BLOCKED.labels(metrics.exclusion_reason(reason)).inc()
             raise DeliveryBlocked(
                 details=DeliveryBlockedDetails.render(
                     blocked=sum(blockers.values()),

@@ -17,11 +17,13 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
 from audit_app import services as audit
 from audit_app.models import SearchOutcome, SearchTool
+from formation import metrics
 from formation.errors import SearchBudgetExhausted
 from formation.fields import format_timestamp
 from messages_app.models import Conversation, Message, MessageLineage, MessageLineageRoom
@@ -133,9 +135,22 @@ def search_history(
             marked = highlights(
                 [hit.message.content for hit in hits], query, [hit.marked for hit in hits]
             )
+    # Counted once committed: a search the audit refused returned nothing.
     if exhausted is not None:
+        if settings.METRICS_ENABLED:
+            metrics.SEARCH_BUDGET_EXHAUSTED.inc()
         raise SearchBudgetExhausted(details=SearchLimitDetails.render({"budget": exhausted}))
+    if settings.METRICS_ENABLED:
+        metrics.SEARCH_HITS.observe(len(hits))
+        metrics.SEARCH_NEIGHBOURS.observe(neighbour_count(hits))
+        metrics.SEARCH_BUDGET_TRIMMED.inc(trimmed)
+        metrics.count_exclusions(found.exclusions)
     return HistorySearch(hits=hits, highlights=marked, budget=budget, trimmed=trimmed)
+
+
+def neighbour_count(hits: list[Hit]) -> int:
+    """The neighbours an answer carries (a message beside two hits counts twice)."""
+    return sum(len(hit.before) + len(hit.after) for hit in hits)
 
 
 def _filters_record(filters: HistoryFilters, *, limit: int) -> dict[str, object]:

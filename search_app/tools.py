@@ -32,6 +32,7 @@ def search_history(call: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
         filters=history_filters(arguments),
         limit=arguments.get("limit") or DEFAULT_HITS,
     )
+    call.counts.update(hits=len(result.hits), neighbours=services.neighbour_count(result.hits))
     return search_history_body(result)
 
 

@@ -1,13 +1,21 @@
-"""Per-token rate limits: 429 ``rate_limited`` with ``retryAfter`` and a Retry-After header."""
+"""Per-token rate limits: 429 ``rate_limited`` with ``retryAfter`` and a Retry-After header;
+counted in Redis when one is configured, and let through when it is down.
+
+tests/test_metrics_serving.py shows the rate holding across two gunicorn workers."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from django.conf import settings as django_settings
+from prometheus_client import REGISTRY
 
+from formation import throttling
 from formation.throttling import TokenRateThrottle, parse_rate
 from messages_app import selectors
 from tests import factories
+from tests.redis_server import running_redis
 
 pytestmark = pytest.mark.django_db
 
@@ -129,3 +137,76 @@ def test_defaults_are_generous():
 )
 def test_rates_use_drf_notation(rate, parsed):
     assert parse_rate(rate) == parsed
+
+
+# --- the shared store ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def redis_throttle(settings, monkeypatch):
+    """The throttle cache in a private redis-server, as REDIS_URL configures it."""
+    monkeypatch.setattr(throttling, "_store", {"skip_until": 0.0, "warned_at": float("-inf")})
+    with running_redis() as server:
+        settings.CACHES = {
+            **settings.CACHES,
+            "throttle": {
+                "BACKEND": "django.core.cache.backends.redis.RedisCache",
+                "LOCATION": server.url,
+                "OPTIONS": {"socket_connect_timeout": 0.25, "socket_timeout": 0.25},
+            },
+        }
+        yield server
+
+
+def store_errors() -> float:
+    return REGISTRY.get_sample_value("formation_throttle_store_errors_total") or 0.0
+
+
+def test_redis_counts_the_rate(world, rates, redis_throttle):
+    from django.core.cache import caches
+
+    rates(agent="3/min")
+    codes = [list_messages(world.agent_api, world).status_code for _ in range(4)]
+    assert codes == [200, 200, 200, 429]
+    # The count (refusals included) is in Redis, where every worker and host sees it.
+    assert [caches["throttle"].get(key) for key in _throttle_keys(redis_throttle)] == [4]
+
+
+def _throttle_keys(server) -> list[str]:
+    import redis
+
+    client = redis.Redis.from_url(server.url)
+    try:
+        return [key.decode().split(":", 2)[2] for key in client.keys("*throttle:*")]
+    finally:
+        client.close()
+
+
+def test_redis_down_fails_open_with_a_warning_and_a_metric(world, rates, redis_throttle, caplog):
+    rates(agent="1/min")
+    assert list_messages(world.agent_api, world).status_code == 200
+    assert list_messages(world.agent_api, world).status_code == 429
+    redis_throttle.stop()
+    before = store_errors()
+    with caplog.at_level(logging.WARNING, logger="formation.throttling"):
+        codes = [list_messages(world.agent_api, world).status_code for _ in range(3)]
+    assert codes == [200, 200, 200]
+    assert store_errors() - before == 3
+    warnings = [r for r in caplog.records if r.name == "formation.throttling"]
+    # Once, not per request, and naming no token.
+    assert len(warnings) == 1
+    assert "throttle store unavailable" in warnings[0].getMessage()
+    assert str(world.agent.id) not in warnings[0].getMessage()
+
+
+def test_an_unreachable_store_never_answers_500(world, rates, settings, monkeypatch):
+    monkeypatch.setattr(throttling, "_store", {"skip_until": 0.0, "warned_at": float("-inf")})
+    settings.CACHES = {
+        **settings.CACHES,
+        "throttle": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": "unix:///nonexistent/formation-redis.sock",
+        },
+    }
+    rates(service="1/min")
+    assert {list_accounts(world.service).status_code for _ in range(3)} == {200}

@@ -249,6 +249,8 @@ MATRIX: dict[tuple[str, str], Call] = {
     ("", "GET"): Call("/", everyone(200)),
     ("healthz", "GET"): Call("/healthz", everyone(200)),
     ("readyz", "GET"): Call("/readyz", everyone(200)),
+    # Without METRICS_TOKEN (as here) /metrics does not exist (tests/test_metrics.py has it on).
+    ("metrics", "GET"): Call("/metrics", everyone(404)),
     ("api/schema/", "GET"): Call("/api/schema/", everyone(200)),
     ("api/docs/", "GET"): Call("/api/docs/", everyone(200)),
     # --- any other /api/ path: the JSON not_found, whoever asks and however ---
@@ -266,6 +268,7 @@ PLAIN_VIEW_METHODS: dict[str, frozenset[str]] = {
     "": frozenset({"GET"}),
     "healthz": frozenset({"GET"}),
     "readyz": frozenset({"GET"}),
+    "metrics": frozenset({"GET"}),
     "api/<rest>": frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"}),
 }
 EVERY_METHOD = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "TRACE")
