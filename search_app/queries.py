@@ -76,6 +76,8 @@ BM25_B = 0.4
 # ts_rank of one lexeme with every weight 1 is sum(1/j^2, j=1..tf) / (pi^2/6): times this, the
 # saturated frequency sum(1/j^2), 1 for one occurrence.
 RANK_TO_FREQUENCY = 1.64493406685
+# ts_rank is a float4 (about seven significant digits): its frequency is rounded to six places.
+FREQUENCY_DIGITS = 6
 RECENCY_HALF_LIFE_SECONDS = 90 * 86_400
 # The context signal: how much of each eligible neighbour's wording a message takes, by the
 # neighbour's place (negative: before it). The turn before an answer is often the question.
@@ -271,7 +273,10 @@ def _term_frequency(query: TermQuery, index: int, document: str) -> str:
     if len(query.terms[index].lexemes) > 1:
         frequency = "1::float8"
     else:
-        frequency = f"ts_rank('{{1,1,1,1}}'::float4[], {document}, {term}) * {RANK_TO_FREQUENCY}"
+        # ts_rank is a float4: rounded back to the curve's own precision, one occurrence is 1
+        # exactly (unrounded it was 0.99999999, and a lone word's text fell short of its value).
+        rank = f"ts_rank('{{1,1,1,1}}'::float4[], {document}, {term})"
+        frequency = f"round(({rank} * {RANK_TO_FREQUENCY})::numeric, {FREQUENCY_DIGITS})::float8"
     return f"CASE WHEN {document} @@ {term} THEN {frequency} ELSE 0::float8 END"
 
 
