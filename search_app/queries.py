@@ -439,7 +439,9 @@ def _context_ctes() -> str:
     holds, each taking its neighbours' wording averaged with the weights ``CONTEXT_OFFSETS``
     over the neighbours it has (so a conversation's first or newest message is not marked
     down for lacking one side). Only eligible messages are read, so nothing withheld moves a
-    score.
+    score. ``window_matches`` picks the matches among the windows' messages in one grouped pass
+    over ``partial``: a join to it was planned as a nested loop rescanning ``partial`` once per
+    window row when a fresh word's matches were estimated at a handful (``test_broad_matches``).
     """
     offsets = ", ".join(f"({offset}, {weight})" for offset, weight in CONTEXT_OFFSETS.items())
     message_columns = "id, conversation_id, seq, created_at, sender_account_id, sender_agent_id"
@@ -462,9 +464,18 @@ def _context_ctes() -> str:
                {walked}
         FROM pool AS centre
         CROSS JOIN LATERAL {_nearest("after", "centre", WINDOW_EACH_SIDE)} AS near
+    ), window_matches AS MATERIALIZED (
+        SELECT u.id, max(u.wording) AS wording, max(u.matched_terms) AS matched_terms,
+               max(u.speaker) AS speaker
+        FROM (SELECT id, NULL::float8 AS wording, NULL::int AS matched_terms,
+                     NULL::int AS speaker, true AS windowed FROM windows
+              UNION ALL
+              SELECT id, wording, matched_terms, speaker, false FROM partial) AS u
+        GROUP BY u.id
+        HAVING bool_or(u.windowed) AND count(u.matched_terms) > 0
     ), window_wording AS MATERIALIZED (
         SELECT w.centre, w.position, COALESCE(p.wording, 0) AS wording
-        FROM windows AS w LEFT JOIN partial AS p ON p.id = w.id
+        FROM windows AS w LEFT JOIN window_matches AS p ON p.id = w.id
     ), receivers AS MATERIALIZED (
         SELECT r.id, max(r.context) AS context
         FROM (
@@ -498,7 +509,7 @@ def _candidates_cte(filters: HistoryFilters) -> str:
                    {_signals("w", "w.conversation_id")}
             FROM receivers AS r
             JOIN windows AS w ON w.id = r.id
-            JOIN partial AS p ON p.id = r.id
+            JOIN window_matches AS p ON p.id = r.id
             LEFT JOIN {Account._meta.db_table} AS account
               ON account.workspace_id = %(p_workspace)s AND account.id = w.sender_account_id
             LEFT JOIN {Agent._meta.db_table} AS agent
