@@ -11,17 +11,23 @@ text and its context come from the same snapshot that checked them.
 Ranking (SPEC §6). Each component is a value in [0, 1] times a fixed weight; the weights add
 up to 1, so ``score`` is in [0, 1] and the contributions add up to it exactly:
 
-- ``text`` (0.60): 0.8 x *coverage* + 0.2 x *closeness*. Coverage is the share of the query's
-  inverse document frequency the message matches: each term weighs ln(1 + N / df) over the N
-  eligible matches of this very search, so matching more terms and rarer terms both score
-  higher. (``ts_rank_cd`` with normalisation 4 gives ``a | b`` the same score as ``a`` and has
-  no notion of rarity, so it is not used.) Closeness is 1 for two different query terms side by
-  side, falling as 1 / (1 + (gap - 1) / 3); a one-term match has none. (PostgreSQL stores
-  every word past position 16,383 at 16,383, so gaps there count as adjacent, never closer.)
-- ``actor`` (0.10): the requester, or an account joined to them by a live link, wrote it.
-- ``conversation`` (0.10): it was said in the destination conversation itself.
-- ``participation`` (0.05): the requester is a current member of its conversation.
-- ``recency`` (0.15): 1 / (1 + age / 30 days), so a month-old message gets half.
+- ``text`` (0.38): 0.9 x *wording* + 0.1 x *closeness*. Wording is BM25-shaped: each term
+  weighs ln(1 + N / df) over the N eligible matches of this very search and scores
+  tf / (tf + k1 (1 - b + b length / average length)) (``BM25_K1``, ``BM25_B``; tf saturated as
+  ``ts_rank`` does, a phrase once, a length in lexemes); wording is the weighted average over
+  the terms, so matching more terms and rarer terms both score higher. A term naming a speaker
+  of the matches counts nothing here (``speaker`` scores it) unless every matched term does.
+  Closeness is 1 for two different query terms side by side, falling as
+  1 / (1 + (gap - 1) / 3); a one-term match has none. (PostgreSQL stores every word past
+  position 16,383 at 16,383, so gaps there count as adjacent, never closer.)
+- ``context`` (0.38): the wording of the message's eligible neighbours, weighted by
+  ``CONTEXT_OFFSETS`` and averaged over the neighbours it has; read around the
+  ``CONTEXT_POOL`` best matches only (``_context_ctes``).
+- ``speaker`` (0.12): the sender's name holds a query term.
+- ``conversation`` (0.05): it was said in the destination conversation itself.
+- ``recency`` (0.03): 1 / (1 + age / 90 days), so a three-month-old message gets half.
+- ``actor`` (0.02): the requester, or an account joined to them by a live link, wrote it.
+- ``participation`` (0.02): the requester is a current member of its conversation.
 
 Ties are broken by time (newer first), then id. Document frequencies come only from eligible
 messages, so what an agent may not see cannot even shift the order of what it may.
@@ -29,7 +35,7 @@ messages, so what an agent may not see cannot even shift the order of what it ma
 Closeness needs the positions of the query's terms in a document, so it is computed only where
 it can change the outcome. The ``fetch`` best by the other components (the *leaders*) get
 theirs first; the worst final score among them is a floor the true ``fetch``-th best cannot be
-under, so only rows within what closeness could ever add (0.12) of that floor are *contenders*
+under, so only rows within what closeness could ever add (0.038) of that floor are *contenders*
 at all. A gap is found by phrase tests (``a <1> b``, ``a <2> b``, …, evaluated in C) up to
 ``PHRASE_GAPS``, and only a larger one by reading every position.
 """
