@@ -11,17 +11,23 @@ text and its context come from the same snapshot that checked them.
 Ranking (SPEC §6). Each component is a value in [0, 1] times a fixed weight; the weights add
 up to 1, so ``score`` is in [0, 1] and the contributions add up to it exactly:
 
-- ``text`` (0.60): 0.8 x *coverage* + 0.2 x *closeness*. Coverage is the share of the query's
-  inverse document frequency the message matches: each term weighs ln(1 + N / df) over the N
-  eligible matches of this very search, so matching more terms and rarer terms both score
-  higher. (``ts_rank_cd`` with normalisation 4 gives ``a | b`` the same score as ``a`` and has
-  no notion of rarity, so it is not used.) Closeness is 1 for two different query terms side by
-  side, falling as 1 / (1 + (gap - 1) / 3); a one-term match has none. (PostgreSQL stores
-  every word past position 16,383 at 16,383, so gaps there count as adjacent, never closer.)
-- ``actor`` (0.10): the requester, or an account joined to them by a live link, wrote it.
-- ``conversation`` (0.10): it was said in the destination conversation itself.
-- ``participation`` (0.05): the requester is a current member of its conversation.
-- ``recency`` (0.15): 1 / (1 + age / 30 days), so a month-old message gets half.
+- ``text`` (0.38): 0.9 x *wording* + 0.1 x *closeness*. Wording is BM25-shaped: each term
+  weighs ln(1 + N / df) over the N eligible matches of this very search and scores
+  tf / (tf + k1 (1 - b + b length / average length)) (``BM25_K1``, ``BM25_B``; tf saturated as
+  ``ts_rank`` does, a phrase once, a length in lexemes); wording is the weighted average over
+  the terms, so matching more terms and rarer terms both score higher. A term naming a speaker
+  of the matches counts nothing here (``speaker`` scores it) unless every matched term does.
+  Closeness is 1 for two different query terms side by side, falling as
+  1 / (1 + (gap - 1) / 3); a one-term match has none. (PostgreSQL stores every word past
+  position 16,383 at 16,383, so gaps there count as adjacent, never closer.)
+- ``context`` (0.38): the wording of the message's eligible neighbours, weighted by
+  ``CONTEXT_OFFSETS`` and averaged over the neighbours it has; read around the
+  ``CONTEXT_POOL`` best matches only (``_context_ctes``).
+- ``speaker`` (0.12): the sender's name holds a query term.
+- ``conversation`` (0.05): it was said in the destination conversation itself.
+- ``recency`` (0.03): 1 / (1 + age / 90 days), so a three-month-old message gets half.
+- ``actor`` (0.02): the requester, or an account joined to them by a live link, wrote it.
+- ``participation`` (0.02): the requester is a current member of its conversation.
 
 Ties are broken by time (newer first), then id. Document frequencies come only from eligible
 messages, so what an agent may not see cannot even shift the order of what it may.
@@ -29,7 +35,7 @@ messages, so what an agent may not see cannot even shift the order of what it ma
 Closeness needs the positions of the query's terms in a document, so it is computed only where
 it can change the outcome. The ``fetch`` best by the other components (the *leaders*) get
 theirs first; the worst final score among them is a floor the true ``fetch``-th best cannot be
-under, so only rows within what closeness could ever add (0.12) of that floor are *contenders*
+under, so only rows within what closeness could ever add (0.038) of that floor are *contenders*
 at all. A gap is found by phrase tests (``a <1> b``, ``a <2> b``, …, evaluated in C) up to
 ``PHRASE_GAPS``, and only a larger one by reading every position.
 """
@@ -59,17 +65,35 @@ from search_app.perspective import (
 from search_app.text import Term, TermQuery, highlight_markers
 
 WEIGHTS = {
-    "text": 0.60,
-    "actor": 0.10,
-    "conversation": 0.10,
-    "participation": 0.05,
-    "recency": 0.15,
+    "text": 0.38,
+    "actor": 0.02,
+    "conversation": 0.05,
+    "participation": 0.02,
+    "recency": 0.03,
+    "speaker": 0.12,
+    "context": 0.38,
 }
-COVERAGE_SHARE = 0.8
-CLOSENESS_SHARE = 0.2
+COVERAGE_SHARE = 0.9
+CLOSENESS_SHARE = 0.1
 CLOSENESS_GAP_SCALE = 3.0
-RECENCY_HALF_LIFE_SECONDS = 30 * 86_400
+# BM25's term-frequency saturation and length normalisation (Robertson and Zaragoza's k1, b).
+BM25_K1 = 0.9
+BM25_B = 0.4
+# ts_rank of one lexeme with every weight 1 is sum(1/j^2, j=1..tf) / (pi^2/6): times this, the
+# saturated frequency sum(1/j^2), 1 for one occurrence.
+RANK_TO_FREQUENCY = 1.64493406685
+# ts_rank is a float4 (about seven significant digits): its frequency is rounded to six places.
+FREQUENCY_DIGITS = 6
+RECENCY_HALF_LIFE_SECONDS = 90 * 86_400
+# The context signal: how much of each eligible neighbour's wording a message takes, by the
+# neighbour's place (negative: before it). The turn before an answer is often the question.
+CONTEXT_OFFSETS = {-1: 0.5, -2: 0.25, 1: 0.25, 2: 0.1}
 NEIGHBOURS_EACH_SIDE = 2
+# A context window reaches twice as far as a message's neighbours: the neighbours of the
+# message's neighbours.
+WINDOW_EACH_SIDE = 2 * NEIGHBOURS_EACH_SIDE
+# The best eligible matches by their own words whose surroundings are read for context.
+CONTEXT_POOL = 50
 # How many messages each side of a hit are read, nearest first, to find its eligible neighbours.
 NEIGHBOUR_SCAN = 200
 # Rows ranked beyond the page, so a row the final recheck drops (a projection that drifted)
@@ -125,17 +149,18 @@ class HistoryResult:
     capped: bool
 
 
-def _filter_sql(filters: HistoryFilters) -> str:
-    """The caller's filters, on projection rows ``d``."""
+def _filter_sql(filters: HistoryFilters, row: str = "d") -> str:
+    """The caller's filters, on row ``row`` (a projection row or a message: both carry the
+    sender and time columns)."""
     conditions = []
     if filters.speaker == "requester":
-        conditions.append("d.sender_account_id IN (SELECT account_id FROM requester_accounts)")
+        conditions.append(f"{row}.sender_account_id IN (SELECT account_id FROM requester_accounts)")
     elif filters.speaker == "you":
-        conditions.append("d.sender_agent_id = %(p_agent)s")
+        conditions.append(f"{row}.sender_agent_id = %(p_agent)s")
     if filters.after is not None:
-        conditions.append("d.created_at > %(f_after)s")
+        conditions.append(f"{row}.created_at > %(f_after)s")
     if filters.before is not None:
-        conditions.append("d.created_at < %(f_before)s")
+        conditions.append(f"{row}.created_at < %(f_before)s")
     return "".join(f" AND {condition}" for condition in conditions)
 
 
@@ -219,25 +244,288 @@ def _closeness_sql(gap: str) -> str:
     )
 
 
-def _neighbour_side(side: str) -> str:
-    """The eligible messages nearest a hit on one side, nearest first.
+def _nearest(side: str, anchor: str, count: int) -> str:
+    """The ``count`` eligible messages nearest message ``anchor`` on one side, nearest first.
 
-    The inner ``ORDER BY seq LIMIT`` walks the ``(conversation, seq)`` index away from the hit
-    and pins that plan (left to itself the planner read the whole window through the timeline
-    index and sorted it); it stops at the second eligible message or after ``NEIGHBOUR_SCAN``
-    messages, so a hit whose surroundings the agent never observed costs a bounded amount and
-    simply has fewer. Rule 4 is read from the neighbour's projection row, like the hits'.
+    The inner ``ORDER BY seq LIMIT`` walks the ``(conversation, seq)`` index away from the
+    anchor and pins that plan (left to itself the planner read the whole window through the
+    timeline index and sorted it); it stops at the ``count``-th eligible message or after
+    ``NEIGHBOUR_SCAN`` messages, so an anchor whose surroundings the agent never observed
+    costs a bounded amount and simply has fewer. Rule 4 is read from the message's projection
+    row, like the hits'.
     """
     before = side == "before"
     return f"""(SELECT m.*, '{side}' AS side FROM (
                  SELECT * FROM {MESSAGES} AS nearest
                  WHERE nearest.workspace_id = %(p_workspace)s
-                   AND nearest.conversation_id = hit.conversation_id
-                   AND nearest.seq {"<" if before else ">"} hit.seq
+                   AND nearest.conversation_id = {anchor}.conversation_id
+                   AND nearest.seq {"<" if before else ">"} {anchor}.seq
                  ORDER BY nearest.seq {"DESC" if before else ""} LIMIT {NEIGHBOUR_SCAN}
              ) AS m
              WHERE {eligible_condition("m", lineage="document")}
-             ORDER BY m.seq {"DESC" if before else ""} LIMIT {NEIGHBOURS_EACH_SIDE})"""
+             ORDER BY m.seq {"DESC" if before else ""} LIMIT {count})"""
+
+
+def _names_query(name: str) -> str:
+    """Whether the name ``name`` (an account's display name or an agent's name), read as a
+    document in the workspace's language, holds one of the query's terms."""
+    return f"formation_search_document(%(config)s::regconfig, {name}) @@ %(q_any)s::tsquery"
+
+
+def _term_frequency(query: TermQuery, index: int, document: str) -> str:
+    """Term ``index``'s saturated frequency in ``document`` (0 where it does not match): one
+    occurrence counts 1, the j-th adds 1/j^2 (``ts_rank``'s own curve). A phrase counts once."""
+    term = f"%(q_t{index})s::tsquery"
+    if len(query.terms[index].lexemes) > 1:
+        frequency = "1::float8"
+    else:
+        # ts_rank is a float4: rounded back to the curve's own precision, one occurrence is 1
+        # exactly (unrounded it was 0.99999999, and a lone word's text fell short of its value).
+        rank = f"ts_rank('{{1,1,1,1}}'::float4[], {document}, {term})"
+        frequency = f"round(({rank} * {RANK_TO_FREQUENCY})::numeric, {FREQUENCY_DIGITS})::float8"
+    return f"CASE WHEN {document} @@ {term} THEN {frequency} ELSE 0::float8 END"
+
+
+def _signals(row: str, conversation: str) -> str:
+    """The requester-wrote-it, destination, requester's-room and recency values of ``row``
+    (columns ``sender_account_id``, ``created_at``; its room in ``conversation``)."""
+    return f"""COALESCE({row}.sender_account_id IN
+                        (SELECT account_id FROM requester_accounts), false)::int AS actor,
+               ({conversation} = %(p_destination)s)::int AS same_conversation,
+               ({conversation} IN (SELECT conversation_id FROM requester_rooms))::int
+                   AS participation,
+               1 / (1 + GREATEST(date_part('epoch', %(r_now)s::timestamptz - {row}.created_at),
+                                 0) / {RECENCY_HALF_LIFE_SECONDS}) AS recency"""
+
+
+def _own_score(row: str) -> str:
+    """Row ``row``'s score on everything but closeness (its wording, context and signals)."""
+    return f"""{WEIGHTS["text"] * COVERAGE_SHARE} * {row}.wording
+               + {WEIGHTS["context"]} * {row}.context
+               + {WEIGHTS["speaker"]} * {row}.speaker
+               + {WEIGHTS["actor"]} * {row}.actor
+               + {WEIGHTS["conversation"]} * {row}.same_conversation
+               + {WEIGHTS["participation"]} * {row}.participation
+               + {WEIGHTS["recency"]} * {row}.recency"""
+
+
+def _matches_cte(query: TermQuery, filters: HistoryFilters) -> str:
+    """Every match within the caller's filters, classified in one pass over the projection; an
+    eligible one carries each term's saturated frequency ``t<i>``, its length and signals."""
+    frequencies = "".join(
+        f",\n               CASE WHEN classified.reason IS NULL THEN "
+        f"{_term_frequency(query, i, 'classified.document')} END AS t{i}"
+        for i in range(len(query.terms))
+    )
+    return f"""matches AS MATERIALIZED (
+        SELECT classified.id, classified.created_at, classified.reason,
+               classified.sender_account_id, classified.sender_agent_id,
+               length(classified.document) AS document_length,
+               {_signals("classified", "classified.conversation_id")}
+               {frequencies}
+        FROM (
+            SELECT d.message_id AS id, d.conversation_id, d.created_at, d.sender_account_id,
+                   d.sender_agent_id, d.document,
+                   {exclusion_reason("d", projection=True)} AS reason
+            FROM {DOCUMENTS} AS d
+            {observed_join("d")}
+            WHERE d.workspace_id = %(p_workspace)s AND d.document @@ %(q_any)s::tsquery
+                  {_filter_sql(filters)}
+        ) AS classified
+    )"""
+
+
+def _excluded_cte() -> str:
+    """The first ``EXCLUSION_SCAN`` matches by reason, a drifted projection row told by its
+    canonical message (``deleted``), and whether more existed."""
+    reasons = ", ".join(f"'{reason}'" for reason in CONVERSATION_REASONS)
+    return f"""excluded AS (
+        SELECT CASE WHEN x.reason IN ({reasons}) THEN x.reason
+                    WHEN NOT EXISTS (SELECT 1 FROM {MESSAGES} AS live
+                                     WHERE live.workspace_id = %(p_workspace)s
+                                       AND live.id = x.id AND live.deleted_at IS NULL)
+                        THEN 'deleted'
+                    ELSE x.reason END AS reason
+        FROM (SELECT * FROM matches LIMIT %(x_scan)s) AS x
+        UNION ALL
+        SELECT '{MORE_MATCHES}' FROM (SELECT 1 FROM matches OFFSET %(x_scan)s LIMIT 1) AS more
+    )"""
+
+
+def _speakers_cte(query: TermQuery) -> str:
+    """The senders of eligible matches whose names hold a query term, with the terms they
+    hold: the participants the query names, among those the agent may see."""
+    named = "".join(
+        f", name.document @@ %(q_t{i})s::tsquery AS n{i}" for i in range(len(query.terms))
+    )
+    return f"""match_speakers AS MATERIALIZED (
+        SELECT sender.account_id, sender.agent_id {named}
+        FROM (SELECT DISTINCT sender_account_id AS account_id, sender_agent_id AS agent_id
+              FROM matches WHERE reason IS NULL) AS sender
+        LEFT JOIN {Account._meta.db_table} AS account
+          ON account.workspace_id = %(p_workspace)s AND account.id = sender.account_id
+        LEFT JOIN {Agent._meta.db_table} AS agent
+          ON agent.workspace_id = %(p_workspace)s AND agent.id = sender.agent_id
+        CROSS JOIN LATERAL (
+            SELECT formation_search_document(%(config)s::regconfig,
+                                             COALESCE(account.display_name, agent.name))
+                AS document
+        ) AS name
+        WHERE name.document @@ %(q_any)s::tsquery
+    )"""
+
+
+def _weights_cte(query: TermQuery) -> str:
+    """Each term's rarity over this search's eligible matches, and their average length.
+
+    A term that names a participant (``match_speakers``) is a wish for that speaker, scored by
+    the ``speaker`` component, so its rarity counts nothing for the words; unless every term
+    that matched is a name, when the words are all there is to rank by."""
+    terms = range(len(query.terms))
+    frequencies = ", ".join(f"count(*) FILTER (WHERE t{i} > 0)::float8 AS df{i}" for i in terms)
+    names = ", ".join(f"COALESCE(bool_or(n{i}), false) AS named{i}" for i in terms)
+    plain = ", ".join(f"f.df{i} > 0 AND NOT n.named{i} AS plain{i}" for i in terms)
+    any_plain = " OR ".join(f"plain{i}" for i in terms)
+    rarities = ", ".join(
+        f"CASE WHEN df{i} > 0 AND (plain{i} OR NOT ({any_plain})) "
+        f"THEN ln(1 + matches / df{i}) ELSE 0 END AS w{i}"
+        for i in terms
+    )
+    return f"""weights AS MATERIALIZED (
+        SELECT average_length, {rarities}
+        FROM (
+            SELECT f.*, {plain}
+            FROM (SELECT count(*)::float8 AS matches,
+                         avg(document_length)::float8 AS average_length, {frequencies}
+                  FROM matches WHERE reason IS NULL) AS f
+            CROSS JOIN (SELECT {names} FROM match_speakers) AS n
+        ) AS counted
+    )"""
+
+
+def _wording(query: TermQuery, row: str) -> str:
+    """BM25's shape over row ``row``'s saturated term frequencies, in [0, 1): each term's
+    ``tf / (tf + k1 (1 - b + b length / average))`` weighed by its rarity ``w``."""
+    terms = range(len(query.terms))
+    norm = f"{BM25_K1} * (1 - {BM25_B} + {BM25_B} * {row}.document_length / w.average_length)"
+    weighed = " + ".join(
+        f"CASE WHEN {row}.t{i} > 0 THEN w.w{i} * {row}.t{i} / ({row}.t{i} + {norm}) ELSE 0 END"
+        for i in terms
+    )
+    total = " + ".join(f"w.w{i}" for i in terms)
+    return f"COALESCE(({weighed}) / NULLIF({total}, 0), 0)"
+
+
+def _partial_cte(query: TermQuery) -> str:
+    """The eligible matches with their wording, speaker and signals (context comes later)."""
+    matched_terms = " + ".join(f"(e.t{i} > 0)::int" for i in range(len(query.terms)))
+    return f"""partial AS MATERIALIZED (
+        SELECT s.*, {_own_score("s")} AS own_score
+        FROM (
+            SELECT e.id, e.created_at, e.actor, e.same_conversation, e.participation,
+                   e.recency, {_wording(query, "e")} AS wording, 0 AS context,
+                   ({matched_terms}) AS matched_terms,
+                   (by_account.account_id IS NOT NULL OR by_agent.agent_id IS NOT NULL)::int
+                       AS speaker
+            FROM matches AS e CROSS JOIN weights AS w
+            LEFT JOIN match_speakers AS by_account ON by_account.account_id = e.sender_account_id
+            LEFT JOIN match_speakers AS by_agent ON by_agent.agent_id = e.sender_agent_id
+            WHERE e.reason IS NULL
+        ) AS s
+    )"""
+
+
+def _context_ctes() -> str:
+    """The surroundings of the best matches, and the context each message there takes.
+
+    ``pool`` is the ``CONTEXT_POOL`` best eligible matches by their own score, checked on
+    their canonical rows; ``windows`` reads ``WINDOW_EACH_SIDE`` eligible messages each side
+    of each (the same walk as a hit's neighbours); ``receivers`` are the messages up to
+    ``NEIGHBOURS_EACH_SIDE`` from a pool match, whose own neighbours a window therefore
+    holds, each taking its neighbours' wording averaged with the weights ``CONTEXT_OFFSETS``
+    over the neighbours it has (so a conversation's first or newest message is not marked
+    down for lacking one side). Only eligible messages are read, so nothing withheld moves a
+    score. ``window_matches`` picks the matches among the windows' messages in one grouped pass
+    over ``partial``: a join to it was planned as a nested loop rescanning ``partial`` once per
+    window row when a fresh word's matches were estimated at a handful (``test_broad_matches``).
+    """
+    offsets = ", ".join(f"({offset}, {weight})" for offset, weight in CONTEXT_OFFSETS.items())
+    message_columns = "id, conversation_id, seq, created_at, sender_account_id, sender_agent_id"
+    walked = ", ".join(f"near.{column}" for column in message_columns.split(", "))
+    return f"""pool AS MATERIALIZED (
+        SELECT {", ".join(f"m.{column}" for column in message_columns.split(", "))}
+        FROM (SELECT id FROM partial
+              ORDER BY own_score DESC, created_at DESC, id DESC LIMIT %(r_pool)s) AS best
+        JOIN {MESSAGES} AS m ON m.workspace_id = %(p_workspace)s AND m.id = best.id
+        WHERE {eligible_condition("m", lineage="document")}
+    ), windows AS MATERIALIZED (
+        SELECT pool.id AS centre, 0 AS position, pool.* FROM pool
+        UNION ALL
+        SELECT centre.id, -row_number() OVER (PARTITION BY centre.id ORDER BY near.seq DESC),
+               {walked}
+        FROM pool AS centre
+        CROSS JOIN LATERAL {_nearest("before", "centre", WINDOW_EACH_SIDE)} AS near
+        UNION ALL
+        SELECT centre.id, row_number() OVER (PARTITION BY centre.id ORDER BY near.seq),
+               {walked}
+        FROM pool AS centre
+        CROSS JOIN LATERAL {_nearest("after", "centre", WINDOW_EACH_SIDE)} AS near
+    ), window_matches AS MATERIALIZED (
+        SELECT u.id, max(u.wording) AS wording, max(u.matched_terms) AS matched_terms,
+               max(u.speaker) AS speaker
+        FROM (SELECT id, NULL::float8 AS wording, NULL::int AS matched_terms,
+                     NULL::int AS speaker, true AS windowed FROM windows
+              UNION ALL
+              SELECT id, wording, matched_terms, speaker, false FROM partial) AS u
+        GROUP BY u.id
+        HAVING bool_or(u.windowed) AND count(u.matched_terms) > 0
+    ), window_wording AS MATERIALIZED (
+        SELECT w.centre, w.position, COALESCE(p.wording, 0) AS wording
+        FROM windows AS w LEFT JOIN window_matches AS p ON p.id = w.id
+    ), receivers AS MATERIALIZED (
+        SELECT r.id, max(r.context) AS context
+        FROM (
+            SELECT r.centre, r.id,
+                   COALESCE(sum(o.weight * n.wording)
+                            / NULLIF(sum(o.weight) FILTER (WHERE n.wording IS NOT NULL), 0), 0)
+                       AS context
+            FROM windows AS r
+            CROSS JOIN (VALUES {offsets}) AS o(place, weight)
+            LEFT JOIN window_wording AS n
+              ON n.centre = r.centre AND n.position = r.position + o.place
+            WHERE r.position BETWEEN -{NEIGHBOURS_EACH_SIDE} AND {NEIGHBOURS_EACH_SIDE}
+            GROUP BY r.centre, r.id
+        ) AS r
+        GROUP BY r.id
+    )"""
+
+
+def _candidates_cte(filters: HistoryFilters) -> str:
+    """Every receiver within the caller's filters, scored on everything but closeness: a match
+    keeps its wording and speaker; a message that matched nothing has no words of its own, and
+    is named by the query when its sender's name holds a term."""
+    return f"""candidates AS MATERIALIZED (
+        SELECT c.*, {_own_score("c")} AS rank_base
+        FROM (
+            SELECT DISTINCT ON (w.id) w.id, w.created_at,
+                   COALESCE(p.wording, 0) AS wording, r.context,
+                   COALESCE(p.matched_terms, 0) AS matched_terms,
+                   COALESCE(p.speaker, CASE WHEN {_names_query("named.name")} THEN 1 ELSE 0 END)
+                       AS speaker,
+                   {_signals("w", "w.conversation_id")}
+            FROM receivers AS r
+            JOIN windows AS w ON w.id = r.id
+            JOIN window_matches AS p ON p.id = r.id
+            LEFT JOIN {Account._meta.db_table} AS account
+              ON account.workspace_id = %(p_workspace)s AND account.id = w.sender_account_id
+            LEFT JOIN {Agent._meta.db_table} AS agent
+              ON agent.workspace_id = %(p_workspace)s AND agent.id = w.sender_agent_id
+            CROSS JOIN LATERAL (SELECT COALESCE(account.display_name, agent.name) AS name)
+                AS named
+            WHERE TRUE {_filter_sql(filters, "w")}
+            ORDER BY w.id
+        ) AS c
+    )"""
 
 
 def hits_statement(
@@ -253,33 +541,21 @@ def hits_statement(
 
     ``matches`` is every match within the caller's filters, classified in one pass over the
     projection (no message rows read); ``excluded`` counts the first ``EXCLUSION_SCAN`` of them
-    by reason, telling a drifted projection row (``deleted``) by its canonical message, and
-    whether more existed; ``weights`` turns the eligible ones' term flags into document
-    frequencies; ``partial`` scores them on everything but closeness; ``leaders`` and
-    ``contenders`` add closeness where it can matter; ``page`` reads the best from the
-    canonical messages and checks every rule again; ``nearby`` finds their neighbours. One
-    result set answers all of it, tagged by ``kind``.
+    by reason; ``match_speakers`` finds the participants the query names; ``weights`` turns
+    the eligible ones' term frequencies into rarities; ``partial`` scores them on their own
+    words, speaker and signals; ``pool`` … ``receivers`` add the context of their
+    surroundings (``_context_ctes``); ``candidates`` scores every receiver on everything but
+    closeness; ``leaders`` and ``contenders`` add closeness where it can matter; ``page`` reads
+    the best from the canonical messages and checks every rule again; ``nearby`` finds their
+    neighbours. One result set answers all of it, tagged by ``kind``.
 
     Every CTE that holds a row per match, or an aggregate of them, is ``MATERIALIZED``: the
     planner estimates a prefix, or a word without statistics, at a handful of matches, and an
     inlined aggregate is then recomputed once per match (quadratic; ``test_broad_matches``).
     """
-    terms = range(len(query.terms))
     fetch = limit + RECHECK_MARGIN
-    flags = "".join(
-        f", CASE WHEN classified.reason IS NULL THEN classified.document @@ %(q_t{i})s::tsquery"
-        f" END AS t{i}"
-        for i in terms
-    )
-    frequencies = ", ".join(f"count(*) FILTER (WHERE t{i})::float8 AS df{i}" for i in terms)
-    rarities = ", ".join(
-        f"CASE WHEN df{i} > 0 THEN ln(1 + matches / df{i}) ELSE 0 END AS w{i}" for i in terms
-    )
-    covered = " + ".join(f"CASE WHEN e.t{i} THEN w.w{i} ELSE 0 END" for i in terms)
-    total_rarity = " + ".join(f"w.w{i}" for i in terms)
-    matched_terms = " + ".join(f"e.t{i}::int" for i in terms)
     most_closeness_adds = WEIGHTS["text"] * CLOSENESS_SHARE
-    final_score = f"partial_score + {most_closeness_adds} * {_closeness_sql('gap')}"
+    final_score = f"rank_base + {most_closeness_adds} * {_closeness_sql('gap')}"
     speaker = "COALESCE(account.display_name, agent.name)"
     sql = f"""
     WITH {scope_ctes()},
@@ -287,63 +563,17 @@ def hits_statement(
         SELECT conversation_id FROM messages_app_membership
         WHERE workspace_id = %(p_workspace)s AND account_id = %(p_requester)s
           AND left_at IS NULL
-    ), matches AS MATERIALIZED (
-        SELECT classified.id, classified.created_at, classified.reason,
-               CASE WHEN classified.reason IS NULL THEN
-                   COALESCE(classified.sender_account_id IN
-                            (SELECT account_id FROM requester_accounts), false)::int
-               END AS actor,
-               CASE WHEN classified.reason IS NULL THEN
-                   (classified.conversation_id = %(p_destination)s)::int
-               END AS same_conversation,
-               CASE WHEN classified.reason IS NULL THEN
-                   (classified.conversation_id IN
-                        (SELECT conversation_id FROM requester_rooms))::int
-               END AS participation
-               {flags}
-        FROM (
-            SELECT d.message_id AS id, d.conversation_id, d.created_at, d.sender_account_id,
-                   d.document,
-                   {exclusion_reason("d", projection=True)} AS reason
-            FROM {DOCUMENTS} AS d
-            {observed_join("d")}
-            WHERE d.workspace_id = %(p_workspace)s AND d.document @@ %(q_any)s::tsquery
-                  {_filter_sql(filters)}
-        ) AS classified
-    ), excluded AS (
-        SELECT CASE WHEN x.reason IN {CONVERSATION_REASONS} THEN x.reason
-                    WHEN NOT EXISTS (SELECT 1 FROM {MESSAGES} AS live
-                                     WHERE live.workspace_id = %(p_workspace)s
-                                       AND live.id = x.id AND live.deleted_at IS NULL)
-                        THEN 'deleted'
-                    ELSE x.reason END AS reason
-        FROM (SELECT * FROM matches LIMIT %(x_scan)s) AS x
-        UNION ALL
-        SELECT '{MORE_MATCHES}' FROM (SELECT 1 FROM matches OFFSET %(x_scan)s LIMIT 1) AS more
-    ), weights AS MATERIALIZED (
-        SELECT {rarities}
-        FROM (SELECT count(*)::float8 AS matches, {frequencies}
-              FROM matches WHERE reason IS NULL) AS frequency
-    ), partial AS MATERIALIZED (
-        SELECT s.*,
-               {WEIGHTS["text"] * COVERAGE_SHARE} * s.coverage
-               + {WEIGHTS["actor"]} * s.actor
-               + {WEIGHTS["conversation"]} * s.same_conversation
-               + {WEIGHTS["participation"]} * s.participation
-               + {WEIGHTS["recency"]} * s.recency AS partial_score
-        FROM (
-            SELECT e.id, e.created_at, e.actor, e.same_conversation, e.participation,
-                   ({covered}) / NULLIF({total_rarity}, 0) AS coverage,
-                   ({matched_terms}) AS matched_terms,
-                   1 / (1 + GREATEST(date_part('epoch', %(r_now)s::timestamptz - e.created_at),
-                                     0) / {RECENCY_HALF_LIFE_SECONDS}) AS recency
-            FROM matches AS e CROSS JOIN weights AS w
-            WHERE e.reason IS NULL
-        ) AS s
-    ), leaders AS MATERIALIZED (
+    ), {_matches_cte(query, filters)},
+    {_excluded_cte()},
+    {_speakers_cte(query)},
+    {_weights_cte(query)},
+    {_partial_cte(query)},
+    {_context_ctes()},
+    {_candidates_cte(filters)},
+    leaders AS MATERIALIZED (
         SELECT l.*, {_gap_sql("l")} AS gap
-        FROM (SELECT * FROM partial
-              ORDER BY partial_score DESC, created_at DESC, id DESC LIMIT %(r_fetch)s) AS l
+        FROM (SELECT * FROM candidates
+              ORDER BY rank_base DESC, created_at DESC, id DESC LIMIT %(r_fetch)s) AS l
     ), floor AS (
         SELECT CASE WHEN count(*) = %(r_fetch)s THEN min({final_score})
                     ELSE '-infinity'::float8 END AS score
@@ -352,8 +582,8 @@ def hits_statement(
         SELECT * FROM leaders
         UNION ALL
         SELECT c.*, {_gap_sql("c")} AS gap
-        FROM partial AS c
-        WHERE c.partial_score >= (SELECT score FROM floor) - {most_closeness_adds}
+        FROM candidates AS c
+        WHERE c.rank_base >= (SELECT score FROM floor) - {most_closeness_adds}
           AND c.id NOT IN (SELECT id FROM leaders)
     ), ranked AS (
         SELECT c.*, {_closeness_sql("c.gap")} AS closeness,
@@ -365,8 +595,8 @@ def hits_statement(
         SELECT row_number() OVER (ORDER BY s.rank_score DESC, m.created_at DESC, m.id DESC)
                    AS position,
                {_summary_columns("m")},
-               s.coverage, s.closeness, s.actor, s.same_conversation, s.participation,
-               s.recency, s.rank_score,
+               s.wording, s.closeness, s.actor, s.same_conversation, s.participation,
+               s.recency, s.speaker, s.context, s.rank_score,
                conversation.title AS conversation_title, conversation.kind AS conversation_kind,
                {speaker} AS speaker_name
         FROM ranked AS s
@@ -385,14 +615,14 @@ def hits_statement(
         SELECT hit.position, nearby.side, {_summary_columns("nearby")}
         FROM page AS hit
         CROSS JOIN LATERAL (
-            {_neighbour_side("before")}
+            {_nearest("before", "hit", NEIGHBOURS_EACH_SIDE)}
             UNION ALL
-            {_neighbour_side("after")}
+            {_nearest("after", "hit", NEIGHBOURS_EACH_SIDE)}
         ) AS nearby
     )
     SELECT 'hit' AS kind, p.position, NULL AS side,
            {", ".join(f"p.{column}" for column in SUMMARY_COLUMNS)},
-           p.coverage, p.closeness, p.actor, p.same_conversation, p.participation, p.recency,
+           {", ".join(f"p.{column}" for column in RANKING_COLUMNS)},
            p.conversation_title, p.conversation_kind, p.speaker_name,
            ts_headline(%(config)s::regconfig, formation_search_masked(p.content),
                        %(q_any)s::tsquery, %(h_options)s) AS marked,
@@ -404,7 +634,7 @@ def hits_statement(
     UNION ALL
     SELECT 'neighbour', n.position, n.side,
            {", ".join(f"n.{column}" for column in SUMMARY_COLUMNS)},
-           NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+           {", ".join(["NULL"] * (len(RANKING_COLUMNS) + 4))},
            EXISTS (SELECT 1 FROM {EVIDENCE} AS e
                    WHERE e.workspace_id = %(p_workspace)s AND e.run_id = %(p_run)s
                      AND e.message_id = n.id),
@@ -422,22 +652,34 @@ def hits_statement(
         "config": query.config,
         "q_any": query.tsquery,
         **_term_lexemes(query),
-        **{f"q_t{i}": query.term(i) for i in terms},
+        **{f"q_t{i}": query.term(i) for i in range(len(query.terms))},
         **{f"g_{gap}": _phrase_query(query.terms, gap) for gap in range(1, PHRASE_GAPS + 1)},
         "f_after": filters.after,
         "f_before": filters.before,
         "r_now": now,
         "r_fetch": fetch,
         "r_limit": limit,
+        "r_pool": CONTEXT_POOL,
         "x_scan": EXCLUSION_SCAN,
         "h_options": f"HighlightAll=true, StartSel={start}, StopSel={stop}",
     }
     return sql, params
 
 
+# A hit's ranking values, in the order the statement returns them.
+RANKING_COLUMNS = (
+    "wording",
+    "closeness",
+    "actor",
+    "same_conversation",
+    "participation",
+    "recency",
+    "speaker",
+    "context",
+)
 # The exclusion rows of the history statement leave every other column null: position and
-# side, the summary, the nine ranking and naming columns, the highlight and ``seen``.
-EXCLUSION_ROW_NULLS = 2 + len(SUMMARY_COLUMNS) + 9 + 2
+# side, the summary, the ranking values, the three naming columns, the highlight and ``seen``.
+EXCLUSION_ROW_NULLS = 2 + len(SUMMARY_COLUMNS) + len(RANKING_COLUMNS) + 3 + 2
 
 
 def history_read(
@@ -483,25 +725,16 @@ def history_read(
 
 
 def _hit(message: MessageRow, extra: tuple) -> Hit:
-    (
-        coverage,
-        closeness,
-        actor,
-        same_conversation,
-        participation,
-        recency,
-        title,
-        kind,
-        speaker,
-        marked,
-        *_,
-    ) = extra
+    ranking = dict(zip(RANKING_COLUMNS, extra, strict=False))
+    title, kind, speaker, marked = extra[len(RANKING_COLUMNS) : len(RANKING_COLUMNS) + 4]
     values = {
-        "text": COVERAGE_SHARE * coverage + CLOSENESS_SHARE * closeness,
-        "actor": float(actor),
-        "conversation": float(same_conversation),
-        "participation": float(participation),
-        "recency": float(recency),
+        "text": COVERAGE_SHARE * ranking["wording"] + CLOSENESS_SHARE * ranking["closeness"],
+        "actor": float(ranking["actor"]),
+        "conversation": float(ranking["same_conversation"]),
+        "participation": float(ranking["participation"]),
+        "recency": float(ranking["recency"]),
+        "speaker": float(ranking["speaker"]),
+        "context": float(ranking["context"]),
     }
     return Hit(
         message=message,

@@ -19,12 +19,12 @@ from search_app.limits import (
     MAX_MEMORIES,
     Budget,
 )
-from search_app.queries import SPEAKERS, HistoryFilters, Hit
+from search_app.queries import SPEAKERS, WEIGHTS, HistoryFilters, Hit
 
 if TYPE_CHECKING:
     from search_app.services import HistorySearch
 
-RANKING_NAMES = ["text", "actor", "conversation", "participation", "recency"]
+RANKING_NAMES = list(WEIGHTS)
 
 
 class SearchHistorySerializer(StrictSerializer):

@@ -114,6 +114,27 @@ def post(
     return services.message_create(conversation=conversation, draft=draft)
 
 
+# Ranking's context component reads a message's eligible neighbours (CONTEXT_OFFSETS, two
+# each side): a fixture comparing matches posts each after this many non-matching fillers, so
+# every compared message's neighbours carry the same (no) wording.
+APART_FILLERS = 2
+FILLER_TEXT = "interlude"
+
+
+def post_apart(
+    conversation: Conversation,
+    sender: Account | Agent,
+    content: str = "sample status",
+    created_at: datetime | None = None,
+    **extra,
+) -> Message:
+    """``post``, after ``APART_FILLERS`` filler messages that match no test query, so the
+    message's context (its neighbours' wording) is the same as every other such message's."""
+    for _ in range(APART_FILLERS):
+        post(conversation, sender, FILLER_TEXT, created_at=created_at)
+    return post(conversation, sender, content, created_at=created_at, **extra)
+
+
 def hold_elsewhere(workspace: Workspace) -> LegalHold:
     """A legal hold on a room of its own: a real hold to read and release, while deletes and
     erasures in every other room still succeed."""

@@ -37,7 +37,7 @@ HIT_EXTRA_KEYS = {
     "before",
     "after",
 }
-REASONS = ["text", "actor", "conversation", "participation", "recency"]
+REASONS = ["text", "actor", "conversation", "participation", "recency", "speaker", "context"]
 
 
 def rfc3339(value) -> str:
@@ -92,12 +92,13 @@ def client(run_client):
 
 @pytest.fixture
 def dated(world):
-    """A private room the agent and Alice joined long ago, with three dated messages."""
+    """A private room the agent and Alice joined long ago, with three dated messages, posted
+    apart so their neighbours (their context) are alike and only time orders them."""
     room = factories.make_conversation(world.workspace, "private", "dated")
     factories.join(room, world.agent, joined_at=at(-600))
     factories.join(room, world.alice, joined_at=at(-600))
     messages = [
-        factories.post(room, world.alice, "dated status", created_at=at(minute))
+        factories.post_apart(room, world.alice, "dated status", created_at=at(minute))
         for minute in (0, 10, 20)
     ]
     _, client = factories.make_run(world.agent, room, world.alice)

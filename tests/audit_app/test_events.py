@@ -45,7 +45,15 @@ from tests.factories import at
 
 pytestmark = pytest.mark.django_db
 
-RANKING_NAMES = {"text", "actor", "conversation", "participation", "recency"}
+RANKING_NAMES = {
+    "text",
+    "actor",
+    "conversation",
+    "participation",
+    "recency",
+    "speaker",
+    "context",
+}
 
 
 # --- a room with adjacent hits ------------------------------------------------------------
@@ -177,8 +185,10 @@ def test_selected_ids_are_the_hits_best_first_and_distinct_neighbours(room):
     items = response.json()["items"]
     (event,) = events(run)
     hits = [uuid.UUID(item["id"]) for item in items]
-    # Equal text, equal signals: the newest first.
-    assert hits == [m[5].id, m[2].id, m[1].id]
+    # Equal text and signals but context (docs/search.md): m2 takes m1's wording from just
+    # before it (weight 0.5 of 1.1), m1 takes m2's from just after it (0.25 of 0.85), and m5,
+    # among non-matches, none.
+    assert hits == [m[2].id, m[1].id, m[5].id]
     assert event.hit_ids == hits
     expected_neighbours = []
     for item in items:

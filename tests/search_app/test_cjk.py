@@ -41,6 +41,16 @@ def say(room, text: str, minute: float):
     return factories.post(room, room.people[1], text, created_at=at(minute))
 
 
+def say_apart(room, text: str, minute: float):
+    """``say``, after fillers: compared hits are not each other's context (docs/search.md)."""
+    return factories.post_apart(room, room.people[1], text, created_at=at(minute))
+
+
+def bm25(length: int, average: float) -> float:
+    """One occurrence's BM25-shaped share (k1 0.9, b 0.4); a length counts lexemes (bigrams)."""
+    return 1 / (1 + 0.9 * (1 - 0.4 + 0.4 * length / average))
+
+
 def search(room, query: str):
     return factories.room_history(room, query, NOW)
 
@@ -88,19 +98,21 @@ def test_a_word_inside_a_sentence_is_found_and_highlighted(room, text, query, sp
 def test_cjk_hits_are_ranked_like_any_other(room):
     """Two words each in two of three messages: the one holding both first, then newest first;
     coverage and closeness as for words in any script."""
-    both = say(room, CHINESE, 0)
-    only_first = say(room, "迁移已经完成", 1)
-    only_second = say(room, "星期五开会", 2)
+    both = say_apart(room, CHINESE, 0)
+    only_first = say_apart(room, "迁移已经完成", 1)
+    only_second = say_apart(room, "星期五开会", 2)
 
     result = search(room, "迁移 星期五")
 
     assert found(result) == [both.id, only_second.id, only_first.id]
     first, second, third = result.hits
-    # Equal rarity, so half coverage each for one word; the two words of CHINESE stand apart:
-    # 迁移 ends at bigram position 4, 星期五 starts at 9, a gap of 5.
-    assert first.values["text"] == pytest.approx(0.8 + 0.2 / (1 + 4 / 3))
-    assert second.values["text"] == pytest.approx(0.4)
-    assert third.values["text"] == pytest.approx(0.4)
+    # Equal rarity, so half the wording each for one word; the two words of CHINESE stand apart:
+    # 迁移 ends at bigram position 4, 星期五 starts at 9, a gap of 5. The documents are 10, 5
+    # and 4 bigrams long.
+    average = 19 / 3
+    assert first.values["text"] == pytest.approx(0.9 * bm25(10, average) + 0.1 / (1 + 4 / 3))
+    assert second.values["text"] == pytest.approx(0.9 * 0.5 * bm25(4, average))
+    assert third.values["text"] == pytest.approx(0.9 * 0.5 * bm25(5, average))
     assert marks(result, both) == [[3, 2], [8, 3]]
 
 
@@ -140,9 +152,10 @@ def test_latin_words_glued_to_cjk_are_words_of_their_own(room):
 def test_korean_with_spaces_still_works_and_phrases_span_the_space(room):
     """Words between spaces are runs of their own; a quoted phrase of two of them matches them
     with the space or without it (Korean spacing varies), but not the other way round."""
-    spaced = say(room, "데이터베이스 이전 계획을 확정했습니다", 0)
-    glued = say(room, KOREAN, 1)
-    reversed_order = say(room, "이전 데이터베이스", 2)
+    # The spaced sentence holds as many bigrams (20) as the glued one, so only time orders them.
+    spaced = say_apart(room, "데이터베이스 이전 계획을 금요일에 확정했습니다 모두함께요", 0)
+    glued = say_apart(room, KOREAN, 1)
+    reversed_order = say_apart(room, "이전 데이터베이스", 2)
 
     assert found(search(room, "계획")) == [glued.id, spaced.id]
     assert set(found(search(room, '"데이터베이스 이전"'))) == {spaced.id, glued.id}
@@ -159,7 +172,8 @@ def test_perspective_rules_apply_to_cjk_hits(room):
     result = search(room, "迁移")
 
     assert found(result) == [visible.id]
-    assert result.hits[0].values["text"] == pytest.approx(0.8)
+    # The only eligible match: a document of the average length.
+    assert result.hits[0].values["text"] == pytest.approx(0.9 * bm25(10, 10))
 
 
 def test_the_document_holds_the_bigrams_and_the_projection_agrees(room):

@@ -1,9 +1,12 @@
 """search_history ranking on small fixed corpora: exact ranked lists and exact component values.
 
-The contract is the docstring of ``search_app.queries`` (SPEC §6): five components with fixed
-weights, text = 0.8 x idf coverage over the eligible matches + 0.2 x closeness, recency
-1 / (1 + age / 30 days), ties newest first, then id descending. Every search passes an explicit
-``now`` so recency values are exact. All text is synthetic.
+The contract is the docstring of ``search_app.queries`` (SPEC §6, docs/search.md): seven
+components with fixed weights, text = 0.9 x BM25-shaped wording (saturated term frequency and
+length normalisation, idf over the eligible matches) + 0.1 x closeness, recency
+1 / (1 + age / 90 days), ties newest first, then id descending. The context component reads a
+message's neighbours, so messages compared "other things equal" are posted apart
+(``factories.post_apart``): their neighbours are non-matching fillers and every context is 0.
+Every search passes an explicit ``now`` so recency values are exact. All text is synthetic.
 """
 
 from __future__ import annotations
@@ -27,13 +30,16 @@ DAY = 24 * 60  # minutes
 NOW = at(30 * DAY)  # a fixed search time: thirty days after T0
 EARLY = at(-600)  # memberships start well before every message
 WEIGHTS = {
-    "text": 0.60,
-    "actor": 0.10,
-    "conversation": 0.10,
-    "participation": 0.05,
-    "recency": 0.15,
+    "text": 0.38,
+    "actor": 0.02,
+    "conversation": 0.05,
+    "participation": 0.02,
+    "recency": 0.03,
+    "speaker": 0.12,
+    "context": 0.38,
 }
-REASONS = ["text", "actor", "conversation", "participation", "recency"]
+REASONS = ["text", "actor", "conversation", "participation", "recency", "speaker", "context"]
+K1, B = 0.9, 0.4  # BM25's saturation and length normalisation
 SEARCH_URL = "/api/v1/history/search"
 
 
@@ -78,7 +84,7 @@ def of(*messages: Message) -> list:
 
 def recency(created: datetime, now: datetime = NOW) -> float:
     age = max((now - created).total_seconds(), 0.0)
-    return 1 / (1 + age / (30 * 86_400))
+    return 1 / (1 + age / (90 * 86_400))
 
 
 def closeness(gap: int) -> float:
@@ -87,6 +93,12 @@ def closeness(gap: int) -> float:
 
 def idf(matches: int, df: int) -> float:
     return math.log(1 + matches / df)
+
+
+def bm25(tf: float, length: int, average: float) -> float:
+    """One term's saturated share: tf / (tf + k1 (1 - b + b length / average length)), where a
+    length counts a document's distinct lexemes and tf is 1 + 1/4 + ... for repeats."""
+    return tf / (tf + K1 * (1 - B + B * length / average))
 
 
 def assert_values(hit, **expected: float) -> None:
@@ -104,27 +116,30 @@ def assert_values(hit, **expected: float) -> None:
 def test_two_matched_terms_outrank_one(corpus):
     """Matching both alternatives beats matching one, even when the one-term hits are newer."""
     c = corpus
-    both = factories.post(c.room, c.bob, "alpha beta", created_at=at(0))
-    only_alpha = factories.post(c.room, c.bob, "alpha gamma", created_at=at(1))
-    only_beta = factories.post(c.room, c.bob, "beta delta", created_at=at(2))
+    both = factories.post_apart(c.room, c.bob, "alpha beta", created_at=at(0))
+    only_alpha = factories.post_apart(c.room, c.bob, "alpha gamma", created_at=at(1))
+    only_beta = factories.post_apart(c.room, c.bob, "beta delta", created_at=at(2))
 
     result = search(run_for(c), "alpha beta")
 
     assert ids(result) == of(both, only_beta, only_alpha)
     first, second, third = result.hits
-    # N = 3 eligible matches, each term in 2 of them: equal rarity, so half coverage each.
-    assert_values(first, text=0.8 * 1 + 0.2 * 1, recency=recency(at(0)))
-    assert_values(second, text=0.8 * 0.5, recency=recency(at(2)))
-    assert_values(third, text=0.8 * 0.5, recency=recency(at(1)))
+    # N = 3 eligible matches, each term in 2 of them: equal rarity, so half the wording each;
+    # every document is two lexemes long, the average.
+    word = bm25(1, 2, 2)
+    assert_values(first, text=0.9 * word + 0.1 * 1, recency=recency(at(0)), context=0)
+    assert_values(second, text=0.9 * 0.5 * word, recency=recency(at(2)), context=0)
+    assert_values(third, text=0.9 * 0.5 * word, recency=recency(at(1)), context=0)
 
 
 def test_rarer_term_outranks_common_term_by_idf_over_eligible_matches(corpus):
     """Rarity is counted over the eligible matches only: hidden, deleted and in-prompt copies of
     the rare word must not make it look common (that would flip the order and leak them)."""
     c = corpus
-    rare = factories.post(c.room, c.bob, "rare orchid", created_at=at(0))
+    rare = factories.post_apart(c.room, c.bob, "rare orchid", created_at=at(0))
     commons = [
-        factories.post(c.room, c.bob, "common fern", created_at=at(minute)) for minute in (1, 2, 3)
+        factories.post_apart(c.room, c.bob, "common fern", created_at=at(minute))
+        for minute in (1, 2, 3)
     ]
     # Ineligible copies of "rare": a room the agent never joined, deleted messages, and a
     # message written before the agent joined its room.
@@ -134,7 +149,7 @@ def test_rarer_term_outranks_common_term_by_idf_over_eligible_matches(corpus):
         factories.post(hidden, c.alice, "rare rare rare", created_at=at(minute))
     for minute in range(3):
         services.message_delete(
-            message=factories.post(c.room, c.bob, "rare deleted", created_at=at(minute))
+            message=factories.post_apart(c.room, c.bob, "rare deleted", created_at=at(minute))
         )
     late = factories.make_conversation(c.workspace, "private", "late-join")
     factories.join(late, c.alice, joined_at=EARLY)
@@ -142,8 +157,8 @@ def test_rarer_term_outranks_common_term_by_idf_over_eligible_matches(corpus):
     factories.post(late, c.bob, "rare before the agent", created_at=at(5))
     factories.join(late, c.agent, joined_at=at(10))
     # The run's current message and recent history are already in the prompt: not eligible.
-    current = factories.post(c.room, c.alice, "rare current", created_at=at(4))
-    recent = factories.post(c.room, c.alice, "rare recent", created_at=at(4))
+    current = factories.post_apart(c.room, c.alice, "rare current", created_at=at(4))
+    recent = factories.post_apart(c.room, c.alice, "rare recent", created_at=at(4))
     run, _ = factories.make_run(c.agent, c.room, c.alice, current=current, recent=(recent,))
 
     result = search(run, "common rare")
@@ -151,25 +166,28 @@ def test_rarer_term_outranks_common_term_by_idf_over_eligible_matches(corpus):
     assert ids(result) == of(rare, *reversed(commons))
     n = 4
     w_common, w_rare = idf(n, 3), idf(n, 1)
-    assert_values(result.hits[0], text=0.8 * w_rare / (w_common + w_rare))
+    word = bm25(1, 2, 2)  # every eligible match is two lexemes long
+    assert_values(result.hits[0], text=0.9 * word * w_rare / (w_common + w_rare))
     for hit in result.hits[1:]:
-        assert_values(hit, text=0.8 * w_common / (w_common + w_rare))
+        assert_values(hit, text=0.9 * word * w_common / (w_common + w_rare))
 
 
 def test_closer_terms_outrank_the_same_terms_far_apart(corpus):
     """Closeness is 1 side by side and 1 / (1 + (gap - 1) / 3) further apart; stop words hold
     a position, so "alpha the beta" has a gap of 2."""
     c = corpus
-    near = factories.post(c.room, c.bob, "alpha beta red green blue", created_at=at(0))
-    stopped = factories.post(c.room, c.bob, "alpha the beta red green", created_at=at(1))
-    far = factories.post(c.room, c.bob, "alpha red green blue beta", created_at=at(2))
+    near = factories.post_apart(c.room, c.bob, "alpha beta red green blue", created_at=at(0))
+    stopped = factories.post_apart(c.room, c.bob, "alpha the beta red green", created_at=at(1))
+    far = factories.post_apart(c.room, c.bob, "alpha red green blue beta", created_at=at(2))
 
     result = search(run_for(c), "alpha beta")
 
     assert ids(result) == of(near, stopped, far)
-    assert_values(result.hits[0], text=0.8 + 0.2 * closeness(1))
-    assert_values(result.hits[1], text=0.8 + 0.2 * closeness(2))
-    assert_values(result.hits[2], text=0.8 + 0.2 * closeness(4))
+    # Five, four (the stop word is no lexeme) and five lexemes.
+    average = 14 / 3
+    assert_values(result.hits[0], text=0.9 * bm25(1, 5, average) + 0.1 * closeness(1))
+    assert_values(result.hits[1], text=0.9 * bm25(1, 4, average) + 0.1 * closeness(2))
+    assert_values(result.hits[2], text=0.9 * bm25(1, 5, average) + 0.1 * closeness(4))
     assert closeness(2) == pytest.approx(0.75)
     assert closeness(4) == pytest.approx(0.5)
     # The closeness cut-off never drops the best hit when only one is asked for.
@@ -179,14 +197,17 @@ def test_closer_terms_outrank_the_same_terms_far_apart(corpus):
 def test_closeness_ignores_repeats_of_one_term(corpus):
     """The gap is between two *different* query terms; "alpha alpha" is no closeness at all."""
     c = corpus
-    repeated = factories.post(c.room, c.bob, "alpha alpha red green beta", created_at=at(0))
-    mixed = factories.post(c.room, c.bob, "alpha red beta", created_at=at(0))
+    repeated = factories.post_apart(c.room, c.bob, "alpha alpha red green beta", created_at=at(0))
+    mixed = factories.post_apart(c.room, c.bob, "alpha red beta", created_at=at(0))
 
     result = search(run_for(c), "alpha beta")
 
     assert ids(result) == of(mixed, repeated)
-    assert_values(result.hits[0], text=0.8 + 0.2 * closeness(2))
-    assert_values(result.hits[1], text=0.8 + 0.2 * closeness(3))
+    # Three and four lexemes; "alpha" twice is a saturated frequency of 1 + 1/4.
+    average = 3.5
+    repeated_words = (bm25(1.25, 4, average) + bm25(1, 4, average)) / 2
+    assert_values(result.hits[0], text=0.9 * bm25(1, 3, average) + 0.1 * closeness(2))
+    assert_values(result.hits[1], text=0.9 * repeated_words + 0.1 * closeness(3))
 
 
 # --- actor, conversation, participation -------------------------------------------------------
@@ -233,12 +254,12 @@ def test_actor_boost_for_requester_and_verified_links_only(corpus, descending_id
     link(people["gina"], people["carol"])  # two hops from Alice: links do not chain
 
     actors = [
-        factories.post(c.room, sender, "delta plan", created_at=at(0))
+        factories.post_apart(c.room, sender, "delta plan", created_at=at(0))
         for sender in (c.alice, people["carol"], people["frank"])
     ]
     # The others are newer, so only the actor boost can put the first group ahead.
     others = [
-        factories.post(c.room, sender, "delta plan", created_at=at(10))
+        factories.post_apart(c.room, sender, "delta plan", created_at=at(10))
         for sender in (c.bob, people["dave"], people["erin"], people["gina"])
     ]
 
@@ -276,26 +297,27 @@ def test_participation_boost_for_current_membership_of_requester(corpus):
 
 
 def test_recency_newer_outranks_older_with_exact_values(corpus):
-    """1 / (1 + age / 30 days): a month old is one half; a message after ``now`` counts as new."""
+    """1 / (1 + age / 90 days): a month old is three quarters; a message after ``now`` counts as
+    new."""
     c = corpus
-    old = factories.post(c.room, c.bob, "zeta", created_at=at(0))
-    newer = factories.post(c.room, c.bob, "zeta", created_at=at(5 * DAY))
-    after_now = factories.post(c.room, c.bob, "zeta", created_at=at(31 * DAY))
+    old = factories.post_apart(c.room, c.bob, "zeta", created_at=at(0))
+    newer = factories.post_apart(c.room, c.bob, "zeta", created_at=at(5 * DAY))
+    after_now = factories.post_apart(c.room, c.bob, "zeta", created_at=at(31 * DAY))
 
     result = search(run_for(c), "zeta")
 
     assert ids(result) == of(after_now, newer, old)
     assert_values(result.hits[0], recency=1.0)
-    assert_values(result.hits[1], recency=1 / (1 + 25 / 30))
-    assert_values(result.hits[2], recency=0.5)
+    assert_values(result.hits[1], recency=1 / (1 + 25 / 90))
+    assert_values(result.hits[2], recency=0.75)
 
 
 def test_equal_scores_break_newest_first_then_id_descending(corpus, descending_ids):
     """With every signal equal (all after ``now``, so recency is 1 for all), the order is by
     time, newest first, then by id descending: never by insertion order or chance."""
     c = corpus
-    early = factories.post(c.room, c.bob, "eta", created_at=at(10))  # the largest id
-    late = [factories.post(c.room, c.bob, "eta", created_at=at(20)) for _ in range(3)]
+    early = factories.post_apart(c.room, c.bob, "eta", created_at=at(10))  # the largest id
+    late = [factories.post_apart(c.room, c.bob, "eta", created_at=at(20)) for _ in range(3)]
     assert of(*late) == sorted(of(*late), reverse=True)
     run = run_for(c)
 
@@ -310,7 +332,7 @@ def test_equal_scores_break_newest_first_then_id_descending(corpus, descending_i
 def test_same_time_ties_use_id_descending_with_random_ids(corpus):
     """Ordinary random UUIDs: identical hits at one instant come back in id order, descending."""
     c = corpus
-    tied = [factories.post(c.room, c.bob, "theta", created_at=at(0)) for _ in range(5)]
+    tied = [factories.post_apart(c.room, c.bob, "theta", created_at=at(0)) for _ in range(5)]
 
     result = search(run_for(c), "theta")
 
@@ -321,7 +343,7 @@ def test_same_time_ties_use_id_descending_with_random_ids(corpus):
 
 
 def test_reasons_explain_every_score_and_scores_never_increase(corpus):
-    """On a corpus mixing every signal: five named reasons in order, contributions adding up to
+    """On a corpus mixing every signal: seven named reasons in order, contributions adding up to
     the score, and scores non-increasing down the list (service and HTTP body)."""
     c = corpus
     other = factories.make_conversation(c.workspace, "public", "open")
@@ -394,4 +416,5 @@ def test_query_operators_are_plain_text(corpus):
     result = search(run_for(c), "iota & | ! : * ( ) ' \" \\ <-> rollout:*")
 
     assert ids(result) == of(hit)
-    assert result.hits[0].values["text"] == pytest.approx(1.0)
+    # Both terms, side by side, in a document of average length (the only match).
+    assert result.hits[0].values["text"] == pytest.approx(0.9 * bm25(1, 2, 2) + 0.1)
