@@ -416,15 +416,19 @@ def _wording(query: TermQuery, row: str) -> str:
     return f"COALESCE(({weighed}) / NULLIF({total}, 0), 0)"
 
 
+def _matched_terms(query: TermQuery, row: str) -> str:
+    """How many of the query's terms row ``row`` matched."""
+    return " + ".join(f"({row}.t{i} > 0)::int" for i in range(len(query.terms)))
+
+
 def _partial_cte(query: TermQuery) -> str:
     """The eligible matches with their wording, speaker and signals (context comes later)."""
-    matched_terms = " + ".join(f"(e.t{i} > 0)::int" for i in range(len(query.terms)))
     return f"""partial AS MATERIALIZED (
         SELECT s.*, {_own_score("s")} AS own_score
         FROM (
             SELECT e.id, e.created_at, e.actor, e.same_conversation, e.participation,
                    e.recency, {_wording(query, "e")} AS wording, 0 AS context,
-                   ({matched_terms}) AS matched_terms,
+                   ({_matched_terms(query, "e")}) AS matched_terms,
                    (by_account.account_id IS NOT NULL OR by_agent.agent_id IS NOT NULL)::int
                        AS speaker
             FROM matches AS e CROSS JOIN weights AS w
@@ -435,7 +439,7 @@ def _partial_cte(query: TermQuery) -> str:
     )"""
 
 
-def _context_ctes() -> str:
+def _context_ctes(query: TermQuery) -> str:
     """The surroundings of the best matches, and the context each message there takes.
 
     ``pool`` is the ``CONTEXT_POOL`` best eligible matches by their own score, checked on
@@ -445,10 +449,15 @@ def _context_ctes() -> str:
     holds, each taking its neighbours' wording averaged with the weights ``CONTEXT_OFFSETS``
     over the neighbours it has (so a conversation's first or newest message is not marked
     down for lacking one side). Only eligible messages are read, so nothing withheld moves a
-    score. ``window_matches`` picks the matches among the windows' messages in one grouped pass
-    over ``partial``: a join to it was planned as a nested loop rescanning ``partial`` once per
-    window row when a fresh word's matches were estimated at a handful (``test_broad_matches``).
+    score. ``window_words`` scores the windows' messages from their own documents (a few
+    hundred look-ups by key, whatever the number of matches; a join to ``partial`` was planned
+    as a nested loop rescanning it per window row when a fresh word's matches were estimated at
+    a handful, ``test_broad_matches``); a neighbour's words count whatever the caller's
+    filters, which narrow the hits, not their context.
     """
+    frequencies = ", ".join(
+        f"{_term_frequency(query, i, 'd.document')} AS t{i}" for i in range(len(query.terms))
+    )
     offsets = ", ".join(f"({offset}, {weight})" for offset, weight in CONTEXT_OFFSETS.items())
     message_columns = "id, conversation_id, seq, created_at, sender_account_id, sender_agent_id"
     walked = ", ".join(f"near.{column}" for column in message_columns.split(", "))
@@ -470,18 +479,17 @@ def _context_ctes() -> str:
                {walked}
         FROM pool AS centre
         CROSS JOIN LATERAL {_nearest("after", "centre", WINDOW_EACH_SIDE)} AS near
-    ), window_matches AS MATERIALIZED (
-        SELECT u.id, max(u.wording) AS wording, max(u.matched_terms) AS matched_terms,
-               max(u.speaker) AS speaker
-        FROM (SELECT id, NULL::float8 AS wording, NULL::int AS matched_terms,
-                     NULL::int AS speaker, true AS windowed FROM windows
-              UNION ALL
-              SELECT id, wording, matched_terms, speaker, false FROM partial) AS u
-        GROUP BY u.id
-        HAVING bool_or(u.windowed) AND count(u.matched_terms) > 0
-    ), window_wording AS MATERIALIZED (
-        SELECT w.centre, w.position, COALESCE(p.wording, 0) AS wording
-        FROM windows AS w LEFT JOIN window_matches AS p ON p.id = w.id
+    ), window_words AS MATERIALIZED (
+        SELECT found.centre, found.position, found.id, {_wording(query, "found")} AS wording,
+               ({_matched_terms(query, "found")}) AS matched_terms
+        FROM (
+            SELECT win.centre, win.position, win.id,
+                   COALESCE(length(d.document), 0) AS document_length, {frequencies}
+            FROM windows AS win
+            LEFT JOIN {DOCUMENTS} AS d
+              ON d.workspace_id = %(p_workspace)s AND d.message_id = win.id
+        ) AS found
+        CROSS JOIN weights AS w
     ), receivers AS MATERIALIZED (
         SELECT r.id, max(r.context) AS context
         FROM (
@@ -491,7 +499,7 @@ def _context_ctes() -> str:
                        AS context
             FROM windows AS r
             CROSS JOIN (VALUES {offsets}) AS o(place, weight)
-            LEFT JOIN window_wording AS n
+            LEFT JOIN window_words AS n
               ON n.centre = r.centre AND n.position = r.position + o.place
             WHERE r.position BETWEEN -{NEIGHBOURS_EACH_SIDE} AND {NEIGHBOURS_EACH_SIDE}
             GROUP BY r.centre, r.id
@@ -501,29 +509,27 @@ def _context_ctes() -> str:
 
 
 def _candidates_cte(filters: HistoryFilters) -> str:
-    """Every receiver within the caller's filters, scored on everything but closeness: a match
-    keeps its wording and speaker; a message that matched nothing has no words of its own, and
-    is named by the query when its sender's name holds a term."""
+    """Every receiver within the caller's filters that matched the query, scored on everything
+    but closeness; its speaker is named by the query when the sender's name holds a term."""
     return f"""candidates AS MATERIALIZED (
         SELECT c.*, {_own_score("c")} AS rank_base
         FROM (
-            SELECT DISTINCT ON (w.id) w.id, w.created_at,
-                   COALESCE(p.wording, 0) AS wording, r.context,
-                   COALESCE(p.matched_terms, 0) AS matched_terms,
-                   COALESCE(p.speaker, CASE WHEN {_names_query("named.name")} THEN 1 ELSE 0 END)
-                       AS speaker,
-                   {_signals("w", "w.conversation_id")}
+            SELECT DISTINCT ON (win.id) win.id, win.created_at, words.wording, r.context,
+                   words.matched_terms,
+                   CASE WHEN {_names_query("named.name")} THEN 1 ELSE 0 END AS speaker,
+                   {_signals("win", "win.conversation_id")}
             FROM receivers AS r
-            JOIN windows AS w ON w.id = r.id
-            JOIN window_matches AS p ON p.id = r.id
+            JOIN windows AS win ON win.id = r.id
+            JOIN window_words AS words
+              ON words.centre = win.centre AND words.position = win.position
             LEFT JOIN {Account._meta.db_table} AS account
-              ON account.workspace_id = %(p_workspace)s AND account.id = w.sender_account_id
+              ON account.workspace_id = %(p_workspace)s AND account.id = win.sender_account_id
             LEFT JOIN {Agent._meta.db_table} AS agent
-              ON agent.workspace_id = %(p_workspace)s AND agent.id = w.sender_agent_id
+              ON agent.workspace_id = %(p_workspace)s AND agent.id = win.sender_agent_id
             CROSS JOIN LATERAL (SELECT COALESCE(account.display_name, agent.name) AS name)
                 AS named
-            WHERE TRUE {_filter_sql(filters, "w")}
-            ORDER BY w.id
+            WHERE words.matched_terms > 0 {_filter_sql(filters, "win")}
+            ORDER BY win.id
         ) AS c
     )"""
 
@@ -568,7 +574,7 @@ def hits_statement(
     {_speakers_cte(query)},
     {_weights_cte(query)},
     {_partial_cte(query)},
-    {_context_ctes()},
+    {_context_ctes(query)},
     {_candidates_cte(filters)},
     leaders AS MATERIALIZED (
         SELECT l.*, {_gap_sql("l")} AS gap
