@@ -261,6 +261,18 @@ def test_apply_retention_prints_progress_and_what_it_erased_per_workspace(world)
     assert run("apply_retention").strip().splitlines()[-1].startswith("acme: erased 0 messages")
 
 
+def test_apply_retention_counts_one_message_in_the_singular(world):
+    """It said "erased 1 messages in 1 conversations"."""
+    workspace_retention_set(workspace_id=world.workspace.id, days=30)
+    factories.post(world.public, world.alice, created_at=timezone.now() - timedelta(days=31))
+
+    output = run("apply_retention")
+
+    assert last_line(output) == (
+        "acme: erased 1 message in 1 conversation; skipped 0 held conversations"
+    )
+
+
 @pytest.mark.parametrize(
     "args", [("--batch-size", "0"), ("--batch-size", "10001"), ("--workspace", "nowhere")]
 )
@@ -283,6 +295,20 @@ def test_export_workspace_writes_json_lines(world, tmp_path):
     exported_lines = [json.loads(line) for line in target.read_text().splitlines()]
     assert [line["id"] for line in exported_lines] == [str(first.id), str(second.id)]
     assert last_line(output) == f"exported 2 messages of acme to {target}"
+
+
+def test_export_workspace_dash_writes_json_lines_to_standard_output(world, tmp_path, monkeypatch):
+    """``--output -`` wrote a file named ``-``; it is standard output, as in every Unix tool,
+    and what is said about the export goes to standard error so the output stays JSON Lines."""
+    first = factories.post(world.public, world.alice, "sample one")
+    monkeypatch.chdir(tmp_path)
+    out, err = io.StringIO(), io.StringIO()
+
+    call_command("export_workspace", "acme", "--output", "-", stdout=out, stderr=err)
+
+    assert [json.loads(line)["id"] for line in out.getvalue().splitlines()] == [str(first.id)]
+    assert err.getvalue() == "exported 1 message of acme to standard output\n"
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize(
