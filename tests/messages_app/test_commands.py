@@ -15,7 +15,7 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from messages_app.lifecycle import workspace_retention_set
-from messages_app.models import ApiToken, Run, Workspace
+from messages_app.models import Agent, ApiToken, Run, Workspace
 from tests import factories
 from tests.helpers import exported
 
@@ -57,6 +57,35 @@ def test_create_workspace_refuses_a_bad_slug(db, slug):
     with pytest.raises(CommandError):
         run("create_workspace", slug)
     assert not Workspace.objects.exists()
+
+
+# --- create_agent --------------------------------------------------------------------------
+
+
+def test_create_agent_prints_the_id_create_token_takes(db):
+    """A new workspace had no way to an agent id but POST /api/v1/agents (docs/api.md)."""
+    run("create_workspace", "demo-x")
+    agent_id = last_line(run("create_agent", "--workspace", "demo-x", "Helper"))
+
+    agent = Agent.objects.get(pk=uuid.UUID(agent_id))
+    assert (agent.workspace.slug, agent.name) == ("demo-x", "Helper")
+    raw = last_line(run("create_token", "--workspace", "demo-x", "--agent", agent_id))
+    assert stored(raw).agent == agent
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--workspace", "nowhere", "Helper"),
+        ("--workspace", "demo-x", " "),
+        ("--workspace", "demo-x", "x" * 201),
+    ],
+)
+def test_create_agent_refuses_bad_arguments(db, args):
+    run("create_workspace", "demo-x")
+    with pytest.raises(CommandError):
+        run("create_agent", *args)
+    assert not Agent.objects.exists()
 
 
 # --- create_token --------------------------------------------------------------------------
@@ -155,6 +184,18 @@ def test_load_demo_prints_export_lines_a_shell_can_paste(settings):
     assert values["RUN_TOKEN"].startswith("fmn_run_")
     run = Run.objects.get(pk=values["RUN_ID"])
     assert str(run.agent_id) == values["AGENT_ID"]
+
+
+@pytest.mark.django_db
+def test_load_demo_without_base_url_keeps_the_pasted_formation_url(settings, monkeypatch):
+    """It printed port 8000 whatever port served; the earlier lines, once pasted, name it."""
+    settings.DEBUG = True
+    monkeypatch.setenv("FORMATION_URL", "http://127.0.0.1:8123")
+    output = load_demo()
+    assert exported(output)["FORMATION_URL"] == "http://127.0.0.1:8123"
+    assert "at http://127.0.0.1:8123/admin/" in output
+    monkeypatch.delenv("FORMATION_URL")
+    assert exported(load_demo())["FORMATION_URL"] == "http://127.0.0.1:8000"
 
 
 @pytest.mark.parametrize(
