@@ -15,7 +15,7 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from messages_app.lifecycle import workspace_retention_set
-from messages_app.models import Agent, ApiToken, Run, Workspace
+from messages_app.models import Agent, ApiToken, Message, Run, Workspace
 from tests import factories
 from tests.helpers import exported
 
@@ -265,6 +265,33 @@ def test_load_demo_run_token_searches_history_from_adas_direct_room(settings):
     assert found.status_code == 200
     kinds = {item["conversation"]["kind"] for item in found.json()["items"]}
     assert kinds == {"public", "private", "direct"}
+
+
+@pytest.mark.django_db
+def test_load_demo_gives_each_conversation_its_own_talk(settings):
+    """The demo copied the same eight sentences into all four rooms, so a first search looked
+    like duplicates, and "migration decision" ranked a message with only "decision" first."""
+    settings.DEBUG = True
+    values = exported(load_demo())
+    texts = list(
+        Message.objects.filter(conversation__workspace__slug="demo").values_list(
+            "content", flat=True
+        )
+    )
+    assert len(texts) == len(set(texts))
+
+    found = factories.bearer_client(values["AGENT_TOKEN"]).get(
+        "/api/v1/messages/search", {"query": "migration"}
+    )
+    contents = [item["content"] for item in found.json()["items"]]
+    assert len(contents) == len(set(contents)) >= 4
+
+    searched = factories.bearer_client(values["RUN_TOKEN"]).post(
+        "/api/v1/history/search", {"query": "migration decision"}, format="json"
+    )
+    first = searched.json()["items"][0]["text"]
+    assert "migration" in first.lower()
+    assert "decision" in first.lower()
 
 
 @pytest.mark.django_db
