@@ -183,6 +183,8 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LANGUAGE_CODE = "en-us"
+# One date format on every admin page, lists and detail alike (formation/formats/en).
+FORMAT_MODULE_PATH = ["formation.formats"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

@@ -3,7 +3,7 @@
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from audit_app.lifecycle import Actor
-from formation.wording import counted
+from formation.display import counted
 from messages_app.lifecycle import DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, retention_apply
 from messages_app.models import Workspace
 
