@@ -14,7 +14,7 @@ rows, shows no facets, and a search term that is a UUID becomes an indexed exact
 of a text scan. Foreign-key filters pick one row through the autocomplete
 (``AutocompleteListFilter``) instead of listing the related table, and the transcript pages by
 seq range. Rows are named ("<conversation title> #<seq>", "<member> in <conversation>"), lists
-keep to columns that fit a 1400 px window (``messages_app/static/messages_app/admin.css``).
+keep to columns that fit a 1280 px window (``messages_app/static/messages_app/admin.css``).
 """
 
 from __future__ import annotations
@@ -625,7 +625,7 @@ class ConversationAdmin(WorkspaceScopedAdmin):
         if obj._state.adding:
             return "-"
         return format_html(
-            '<a href="{}">Transcript</a> · <a href="{}">Messages</a>',
+            '<a href="{}">Transcript</a> <a href="{}">Messages</a>',
             transcript_url(obj.pk),
             message_changelist_url(obj.pk),
         )
