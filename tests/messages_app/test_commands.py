@@ -6,14 +6,19 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
+import subprocess
+import sys
 import uuid
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
+from audit_app.models import LifecycleAction, LifecycleEvent, LifecycleOutcome
 from messages_app.lifecycle import workspace_retention_set
 from messages_app.models import Agent, ApiToken, Message, Run, Workspace
 from tests import factories
@@ -377,6 +382,37 @@ def test_export_workspace_dash_writes_json_lines_to_standard_output(world, tmp_p
     assert [json.loads(line)["id"] for line in out.getvalue().splitlines()] == [str(first.id)]
     assert err.getvalue() == "exported 1 message of acme to standard output\n"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.django_db(transaction=True)  # the command runs in a process of its own
+def test_export_workspace_to_a_reader_that_stops_early_ends_in_one_sentence(world):
+    """``… --output - | head -n 1``: a CommandError, not a BrokenPipeError traceback, and the
+    export recorded as interrupted."""
+    from tests.test_mcp import subprocess_database_url
+
+    for index in range(3):
+        factories.post(world.public, world.alice, f"sample line {index}")
+    environment = {
+        **os.environ,
+        "DATABASE_URL": subprocess_database_url(),
+        "DJANGO_SETTINGS_MODULE": "formation.settings_test",
+    }
+    command = [sys.executable, "manage.py", "export_workspace", "acme", "--output", "-"]
+    with subprocess.Popen(
+        [*command, "--batch-size", "1"],
+        cwd=Path(__file__).resolve().parents[2],  # where manage.py is
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as process:
+        assert json.loads(process.stdout.readline())["content"] == "sample line 0"
+        process.stdout.close()
+        error = process.stderr.read().decode()
+        assert process.wait(timeout=60) == 1
+    assert "Traceback" not in error
+    assert "Standard output was closed after" in error
+    event = LifecycleEvent.objects.get(action=LifecycleAction.EXPORT)
+    assert event.outcome == LifecycleOutcome.INTERRUPTED
 
 
 @pytest.mark.parametrize(

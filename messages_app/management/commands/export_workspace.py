@@ -4,7 +4,10 @@
 to standard error, so what is piped on is JSON Lines only.
 """
 
+import os
+import sys
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -62,8 +65,17 @@ class Command(BaseCommand):
         )
         if to_stdout:
             self.stdout.flush()
-            self._write(export, self._stdout_bytes(), report=self._note)
-            self.stdout.flush()
+            try:
+                self._write(export, self._stdout_bytes(), report=self._note)
+                self.stdout.flush()
+            except BrokenPipeError:
+                # The reader stopped early (``| head``). Python would complain again when it
+                # flushes standard output at exit, so that now goes nowhere.
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                raise CommandError(
+                    f"Standard output was closed after {counted(export.exported, 'message')}; "
+                    "the export is recorded as interrupted."
+                ) from None
             self._note(
                 f"exported {counted(export.exported, 'message')} of {slug} to standard output"
             )
@@ -75,11 +87,13 @@ class Command(BaseCommand):
     @staticmethod
     def _write(export: Export, write: Callable[[bytes], object], *, report: Callable) -> None:
         reported = 0
-        for chunk in export.chunks(json_lines):
-            write(chunk)
-            if export.exported - reported >= PROGRESS_EVERY:
-                reported = export.exported
-                report(f"exported {reported} messages so far")
+        # Closed here if a write fails, so the record says interrupted before the error leaves.
+        with closing(export.chunks(json_lines)) as chunks:
+            for chunk in chunks:
+                write(chunk)
+                if export.exported - reported >= PROGRESS_EVERY:
+                    reported = export.exported
+                    report(f"exported {reported} messages so far")
 
     def _stdout_bytes(self) -> Callable[[bytes], object]:
         """Standard output's bytes; a text stream (call_command's ``stdout=``) gets text."""
