@@ -275,7 +275,11 @@ def test_an_investigator_reads_the_audit_and_a_transcript_in_a_browser(
     assert len(browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")) == 3
     assert_no_script_errors(browser)
 
-    # The conversation list: its Transcript and Messages links were cut off at 1280 px.
+    # The conversation list: its Transcript and Messages links were cut off at 1280 px, with
+    # titles and kinds like the demo's.
+    services.conversation_create(
+        workspace_id=world.workspace.id, kind="unknown", title="imported-archive-2019"
+    )
     open_page(
         browser, base + reverse("admin:messages_app_conversation_changelist"), "conversations"
     )
