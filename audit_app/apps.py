@@ -3,5 +3,6 @@ from django.apps import AppConfig
 
 class AuditAppConfig(AppConfig):
     name = "audit_app"
-    verbose_name = "Search audit"
+    # Both records: the search audit and the lifecycle record (retention, erasure, holds).
+    verbose_name = "Audit records"
     default_auto_field = "django.db.models.BigAutoField"

@@ -118,6 +118,7 @@ class ConversationSearchEvent(TenantModel):
         ordering = ["-created_at", "id"]
         default_permissions = ()
         permissions = [("inspect_search_audit", "Can inspect search audit events")]
+        verbose_name = "search audit event"
         constraints = [
             # Only search_messages may be called without a run (with an agent token).
             models.CheckConstraint(

@@ -16,12 +16,13 @@ the REST 405 envelope at once), every POST carries its own bearer token, checked
 request before the MCP layer sees it, so a missing or bad token gets the REST 401 envelope and a
 service token the 403 one. The request is then checked by ``formation.mcp_envelope`` (strict
 JSON, one JSON-RPC message, fixed sentences) before the SDK sees it, and any error the SDK answers
-is scrubbed of what was sent. gunicorn serves WSGI, so ``route_mcp_wsgi`` runs the ASGI app
-through a2wsgi; ``route_mcp_asgi`` mounts it natively.
+is scrubbed of what was sent. gunicorn and runserver serve WSGI, so ``route_mcp_wsgi`` runs the
+ASGI app through ``formation.wsgi_bridge``; ``route_mcp_asgi`` mounts it natively.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
@@ -34,7 +35,6 @@ from types import SimpleNamespace
 from typing import Any, TypeVar
 
 import anyio
-from a2wsgi import ASGIMiddleware
 from django.conf import settings
 from django.db import connections
 from django.http.request import split_domain_port, validate_host
@@ -60,6 +60,7 @@ from formation.errors import (
 )
 from formation.json_logging import request_id_var
 from formation.mcp_envelope import (
+    MAX_BODY_BYTES,
     UNKNOWN_TOOL,
     ErrorScrubber,
     RpcRefusal,
@@ -81,6 +82,7 @@ from formation.tools import (
     input_schema,
     tools_for,
 )
+from formation.wsgi_bridge import BufferedAsgiBridge
 
 SERVER_NAME = "formation-history"
 MCP_PATHS = frozenset({"/mcp", "/mcp/"})
@@ -293,9 +295,15 @@ class McpHttpApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             raise RuntimeError("The MCP app serves HTTP only; route other scopes elsewhere.")
+        # A task of its own, so a context of its own: the request id is set there and ends
+        # with it. Reset instead, it would be reset by whichever context ends the coroutine,
+        # and a coroutine closed by the garbage collector ends in the collector's.
+        await asyncio.create_task(self._handle(scope, receive, send))
+
+    async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = Headers(scope=scope)
         incoming_id = headers.get("x-request-id", "")
-        request_id = request_id_var.set(
+        request_id_var.set(
             incoming_id if SANE_REQUEST_ID.fullmatch(incoming_id) else uuid.uuid4().hex
         )
         started = time.perf_counter()
@@ -322,7 +330,6 @@ class McpHttpApp:
                     "token_kind": str(caller.kind) if caller else "none",
                 },
             )
-            request_id_var.reset(request_id)
 
     async def _serve(
         self, scope: Scope, receive: Receive, send: Send, headers: Headers
@@ -401,8 +408,9 @@ def route_mcp_asgi(django_app: ASGIApp) -> ASGIApp:
 
 
 def route_mcp_wsgi(django_app: WSGIApp) -> WSGIApp:
-    """``/mcp`` to the MCP app through a2wsgi, every other path to Django."""
-    bridge: ASGIMiddleware | None = None
+    """``/mcp`` to the MCP app, its answer taken whole (``formation.wsgi_bridge``), every other
+    path to Django."""
+    bridge: BufferedAsgiBridge | None = None
     lock = threading.Lock()
 
     def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -411,9 +419,9 @@ def route_mcp_wsgi(django_app: WSGIApp) -> WSGIApp:
             return django_app(environ, start_response)
         with lock:
             if bridge is None:
-                # Built on first use in the serving process: a2wsgi's event-loop thread would
-                # not survive gunicorn forking workers from a preloaded application.
-                bridge = ASGIMiddleware(McpHttpApp())
+                # Built on first use in the serving process: the bridge's event-loop thread
+                # would not survive gunicorn forking workers from a preloaded application.
+                bridge = BufferedAsgiBridge(McpHttpApp(), max_body_bytes=MAX_BODY_BYTES)
         return bridge(environ, start_response)
 
     return application

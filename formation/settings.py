@@ -183,6 +183,8 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LANGUAGE_CODE = "en-us"
+# One date format on every admin page, lists and detail alike (formation/formats/en).
+FORMAT_MODULE_PATH = ["formation.formats"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
@@ -351,6 +353,7 @@ if env_bool("USE_X_FORWARDED_PROTO", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 # Logs carry no request bodies, message text, query text or member lists (SPEC §9).
+LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -370,8 +373,11 @@ LOGGING = {
             "filters": ["request_context", "route_not_path", "strip_query_strings"],
         }
     },
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
+        # Django's default config gives this logger a plain-text console handler under DEBUG,
+        # so runserver printed its lines twice ("Watching for file changes"): root's JSON only.
+        "django": {"handlers": [], "level": LOG_LEVEL, "propagate": True},
         # Django logs the full request on 4xx/5xx; our handler logs a sanitised line instead.
         "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
         # runserver's access log; the handler's filter strips query strings (search text).
@@ -380,5 +386,8 @@ LOGGING = {
         "django.db.backends": {"level": "INFO"},
         # The pool logs every checkout and return at INFO.
         "psycopg.pool": {"level": "WARNING"},
+        # The SDK's session manager logs its start and stop at INFO: three lines per /mcp POST,
+        # which runs one stateless manager per request (formation/mcp_server.py).
+        "mcp": {"level": "WARNING"},
     },
 }

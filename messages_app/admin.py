@@ -14,7 +14,7 @@ rows, shows no facets, and a search term that is a UUID becomes an indexed exact
 of a text scan. Foreign-key filters pick one row through the autocomplete
 (``AutocompleteListFilter``) instead of listing the related table, and the transcript pages by
 seq range. Rows are named ("<conversation title> #<seq>", "<member> in <conversation>"), lists
-keep to columns that fit a 1400 px window (``messages_app/static/messages_app/admin.css``).
+keep to columns that fit a 1280 px window (``messages_app/static/messages_app/admin.css``).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
 
+from formation.display import counted, local_time
 from messages_app import lifecycle
 from messages_app.models import (
     Account,
@@ -69,8 +70,8 @@ PREVIEW_CHARS = 80
 
 def compact_time(value: datetime | None) -> str:
     """``2026-03-10 12:00:05`` in the admin's time zone: one short line in a list, to the
-    second, where Django's default ("March 10, 2026, noon") wraps and hides the seconds."""
-    return "-" if value is None else timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S")
+    second, and the same format as the detail pages (formation/formats)."""
+    return local_time(value)
 
 
 def field_column(
@@ -89,6 +90,14 @@ def field_column(
 
 
 created = field_column("created_at", "created", compact_time)
+
+
+def two_part_time(value: datetime | None) -> str:
+    """``compact_time`` as a date and a time that may sit on two lines, never broken inside."""
+    date, _, time = compact_time(value).partition(" ")
+    return format_html('<span class="nowrap">{}</span> <span class="nowrap">{}</span>', date, time)
+
+
 revoked = field_column("revoked_at", "revoked", compact_time)
 
 
@@ -627,7 +636,8 @@ class ConversationAdmin(WorkspaceScopedAdmin):
         "workspace",
         "external_id",
         field_column("live_message_count", "messages"),
-        created,
+        # Beside both sidebars at 1280 px the read links need the room a one-line time takes.
+        field_column("created_at", "created", two_part_time),
         "links",
     )
     list_filter = ("kind", "workspace")
@@ -658,11 +668,14 @@ class ConversationAdmin(WorkspaceScopedAdmin):
     @admin.display(description="retention")
     def retention(self, obj: Conversation) -> str:
         """Its own period, or the workspace's; set through the API (docs/lifecycle.md)."""
-        if not obj.retention_override:
-            return "the workspace's period"
-        if obj.retention_days is None:
-            return "kept (its own setting)"
-        return f"{obj.retention_days} days (its own setting)"
+        if obj.retention_override:
+            if obj.retention_days is None:
+                return "kept (its own setting)"
+            return f"{counted(obj.retention_days, 'day')} (its own setting)"
+        workspace_days = obj.workspace.retention_days if obj.workspace_id else None
+        if workspace_days is None:
+            return "kept (neither it nor its workspace has a period)"
+        return f"{counted(workspace_days, 'day')} (the workspace's period)"
 
     def get_urls(self) -> list[URLPattern]:
         transcript = path(
@@ -703,7 +716,7 @@ class ConversationAdmin(WorkspaceScopedAdmin):
         if obj._state.adding:
             return "-"
         return format_html(
-            '<a href="{}">Transcript</a> · <a href="{}">Messages</a>',
+            '<a href="{}">Transcript</a> <a href="{}">Messages</a>',
             transcript_url(obj.pk),
             message_changelist_url(obj.pk),
         )
@@ -890,7 +903,15 @@ class IdentityLinkAdmin(FormationAdminMixin, UuidSearchMixin, admin.ModelAdmin):
 
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
-    list_display = ("id", "agent", "conversation", "requester", "workspace", created)
+    # Named by when it started (the link), then who ran where: a UUID tells a reader nothing.
+    list_display = (
+        field_column("created_at", "started", compact_time),
+        "agent",
+        "conversation",
+        "requester",
+        "workspace",
+        "short_id",
+    )
     list_filter = ("workspace",)
     list_select_related = ("workspace", "agent", "conversation", "requester")
     search_fields = ("agent__name",)
@@ -914,6 +935,11 @@ class RunAdmin(ReadOnlyAdmin):
     )
     readonly_fields = fields
     inlines = (RunEvidenceInline,)
+
+    @admin.display(description="id")
+    def short_id(self, obj: Run) -> str:
+        """Enough of the id to tell it from a RUN_ID; the search box takes the whole one."""
+        return f"{str(obj.pk)[:8]}…"
 
 
 @admin.register(LegalHold)
@@ -992,4 +1018,4 @@ class ApiTokenAdmin(ReadOnlyAdmin):
                     action_flag=CHANGE,
                     change_message=[{"changed": {"fields": ["Revoked at"]}}],
                 )
-        self.message_user(request, f"Revoked {len(tokens)} token(s).", messages.SUCCESS)
+        self.message_user(request, f"Revoked {counted(len(tokens), 'token')}.", messages.SUCCESS)

@@ -650,7 +650,8 @@ class Run(TenantModel):
         indexes = [models.Index(fields=["workspace", "agent", "created_at"], name="run_ws_agent")]
 
     def __str__(self) -> str:
-        return f"run {self.id}"
+        """The agent, where it replies and when, for the admin's titles (no message text)."""
+        return f"{self.agent} in {self.conversation} at {self.created_at:%Y-%m-%d %H:%M:%S}"
 
 
 class RunEvidence(TenantModel):
@@ -772,6 +773,8 @@ class ApiToken(TenantModel):
         ]
         # Tokens issued before they named their workspace are found by digest alone.
         indexes = [models.Index(fields=["digest"], name="token_digest")]
+        verbose_name = "API token"
+        verbose_name_plural = "API tokens"
 
     def __str__(self) -> str:
         return f"{self.kind} {self.prefix}…"

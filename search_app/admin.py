@@ -117,7 +117,7 @@ def _table(name: str, head: SafeString, rows: list[SafeString]) -> SafeString:
 @admin.register(ConversationSearchEvent)
 class ConversationSearchEventAdmin(FormationAdminMixin, InspectOnlyAdmin):
     inspect_permission = INSPECT_PERMISSION
-    # Short columns only, so the list fits a 1400 px window beside both sidebars; the
+    # Short columns only, so the list fits a 1280 px window beside both sidebars; the
     # workspace, run and key are on each event's page and in the filters.
     list_display = (
         created,

@@ -14,22 +14,67 @@ from search_app.runs import run_create
 
 DEMO_SLUG = "demo"
 
-ROOMS = [
-    ("public", "general", ["Ada Sample", "Grace Sample", "Linus Sample"]),
-    ("private", "migration-planning", ["Ada Sample", "Grace Sample"]),
-    ("direct", "ada-and-agent", ["Ada Sample"]),
-    ("unknown", "imported-archive", []),
-]
+AGENT = "agent"  # a line the demo agent wrote, in the rooms it replies in
 
-LINES = [
-    "sample status: the nightly build is green again",
-    "Can we move the migration to next Tuesday?",
-    "The staging database migration finished in 14 minutes",
-    "Reminder: retro notes are in the usual folder",
-    "50% of the import is done, the rest runs tonight",
-    "Decision: we keep the old endpoint until the end of the month",
-    "Café order for the offsite is confirmed",
-    "Who owns the follow-up on the billing alert?",
+# (kind, title, members, lines as (speaker, text)). Each room has its own talk, so the first
+# searches find distinct messages: "migration" matches in every room (the archive's is withheld
+# from the demo run), and one message in the private room holds both words of "migration
+# decision". All of it is invented.
+ROOMS = [
+    (
+        "public",
+        "general",
+        ["Ada Sample", "Grace Sample", "Linus Sample"],
+        [
+            ("Linus Sample", "Morning all: the nightly build is green again"),
+            ("Grace Sample", "The billing alert fired twice overnight, I am looking into it"),
+            ("Ada Sample", "The staging database migration finished in 14 minutes"),
+            ("Linus Sample", "Café order for the offsite is confirmed for Thursday"),
+            ("Grace Sample", "Billing alert traced to a retry loop, fix is in review"),
+            ("Ada Sample", "Retro notes are in the usual folder"),
+            ("Linus Sample", "Reminder: the office is closed on Monday"),
+            ("Grace Sample", "Production maintenance window is Tuesday 06:00 to 07:00 UTC"),
+        ],
+    ),
+    (
+        "private",
+        "migration-planning",
+        ["Ada Sample", "Grace Sample"],
+        [
+            ("Ada Sample", "Can we move the migration to next Tuesday?"),
+            ("Grace Sample", "Tuesday works if the rollback script is tested by Friday"),
+            ("Grace Sample", "Rollback tested on staging: three minutes end to end"),
+            (
+                "Ada Sample",
+                "Decision: the migration runs Tuesday and the old endpoint stays until the "
+                "end of the month",
+            ),
+            ("Grace Sample", "I will tell support about the short read-only window"),
+            ("Ada Sample", "Half of the customer import is done, the rest runs tonight"),
+        ],
+    ),
+    (
+        "direct",
+        "ada-and-agent",
+        ["Ada Sample"],
+        [
+            ("Ada Sample", "Please keep an eye on the migration channel for me this week"),
+            (AGENT, "Will do. I will summarise anything that changes the plan."),
+            ("Ada Sample", "Also draft a short note for support about Tuesday"),
+            (AGENT, "Draft ready: a read-only window of about an hour on Tuesday morning."),
+            ("Ada Sample", "Thanks, send it after the retro"),
+        ],
+    ),
+    (
+        "unknown",
+        "imported-archive",
+        [],
+        [
+            ("Linus Sample", "Imported from the old tracker: ticket 88 closed as fixed"),
+            ("Linus Sample", "Archive: the 2019 migration used a freeze weekend"),
+            ("Linus Sample", "Archive: vendor contract renewal moved to the spring"),
+        ],
+    ),
 ]
 
 
@@ -57,7 +102,7 @@ def demo_workspace_load() -> DemoWorkspace:
         )
         for name in ("Ada Sample", "Grace Sample", "Linus Sample")
     }
-    for room_index, (kind, title, members) in enumerate(ROOMS):
+    for room_index, (kind, title, members, lines) in enumerate(ROOMS):
         conversation = services.conversation_create(
             workspace_id=workspace.id, kind=kind, title=title
         )
@@ -66,14 +111,14 @@ def demo_workspace_load() -> DemoWorkspace:
             services.membership_join(
                 conversation=conversation, account_id=people[name].id, joined_at=start
             )
-        speakers = [people[name] for name in members] or list(people.values())[:1]
         drafts = [
             services.MessageDraft(
-                content=line,
-                sender_account_id=speakers[index % len(speakers)].id,
+                content=text,
+                sender_agent_id=agent.id if speaker == AGENT else None,
+                sender_account_id=None if speaker == AGENT else people[speaker].id,
                 created_at=start + timedelta(days=index * 3 + room_index, minutes=index),
             )
-            for index, line in enumerate(LINES)
+            for index, (speaker, text) in enumerate(lines)
         ]
         services.messages_create(conversation=conversation, drafts=drafts)
     link = services.identity_link_create(

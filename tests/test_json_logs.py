@@ -12,18 +12,31 @@ import json
 import logging
 import uuid
 
+import anyio
+import httpx2
 import pytest
 from django.db import OperationalError
 from django.test import Client
 
 from formation import db_timeouts
-from messages_app import selectors
+from formation.json_logging import JsonFormatter
+from messages_app import selectors, services
+from messages_app.models import TokenKind
 from tests import factories
 
 pytestmark = pytest.mark.django_db
 
 CANARY = f"canary{uuid.uuid4().hex[:10]}"
 REQUEST_KEYS = {"request_id", "token_kind", "endpoint", "method", "status", "duration_ms"}
+
+
+@pytest.fixture
+def asgi_application():
+    """The ASGI entry point, imported before ``console_output``: its django.setup() configures
+    logging again, with a new console handler."""
+    from formation.asgi import application
+
+    return application
 
 
 @pytest.fixture
@@ -187,3 +200,44 @@ def test_extra_attributes_outside_the_allowed_fields_are_never_written(console_o
     (line,) = json_lines(console_output)
     assert set(line) == {"time", "level", "logger", "message"}
     assert CANARY not in console_output.getvalue()
+
+
+def handlers_reached(name: str) -> list[logging.Handler]:
+    """Every handler a record of logger ``name`` is written by, but pytest's own."""
+    handlers: list[logging.Handler] = []
+    logger: logging.Logger | None = logging.getLogger(name)
+    while logger is not None:
+        handlers += logger.handlers
+        logger = logger.parent if logger.propagate else None
+    return [handler for handler in handlers if not type(handler).__module__.startswith("_pytest")]
+
+
+@pytest.mark.parametrize("name", ["django.utils.autoreload", "django.request", "django.server"])
+def test_djangos_lines_are_written_once_as_json(name):
+    """Django's default config gives ``django`` a plain-text console handler under DEBUG, so
+    runserver printed "Watching for file changes" twice, once as text and once as JSON."""
+    [handler] = handlers_reached(name)
+    assert isinstance(handler.formatter, JsonFormatter)
+
+
+@pytest.mark.django_db(transaction=True)  # the app authenticates on a connection of its own
+def test_an_mcp_post_logs_only_its_request_line(world, asgi_application, console_output):
+    """The MCP SDK's session manager logged three INFO lines for every /mcp POST."""
+    _, token = services.token_create(
+        workspace_id=world.workspace.id, kind=TokenKind.AGENT, agent=world.agent
+    )
+
+    async def post() -> int:
+        async with httpx2.AsyncClient(
+            transport=httpx2.ASGITransport(app=asgi_application), base_url="http://localhost"
+        ) as client:
+            response = await client.post(
+                "/mcp",
+                json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                headers={"Authorization": f"Bearer {token}"},
+            )
+        return response.status_code
+
+    assert anyio.run(post) == 200
+    loggers = [line["logger"] for line in json_lines(console_output)]
+    assert [name for name in loggers if name != "httpx2"] == ["formation.request"]  # the client

@@ -15,9 +15,16 @@ which hold to JSON types for every argument of every tool, as a REST JSON body d
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import io
 import json
+import logging
 import sys
+import time
 import uuid
+import wsgiref.handlers
+import wsgiref.util
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -41,8 +48,9 @@ from rest_framework.test import APIClient
 
 from formation.auth import token_digest
 from formation.errors import MethodNotAllowed, api_exception_handler
+from formation.json_logging import request_id_var
 from formation.mcp_envelope import MAX_BODY_BYTES, read_body
-from formation.mcp_server import build_server
+from formation.mcp_server import build_server, route_mcp_asgi
 from formation.tools import (
     AGENT_TOOLS,
     call_tool,
@@ -476,6 +484,127 @@ def test_gunicorn_answers_get_at_once_and_stays_available(scene):
         )
     assert listed.status_code == 200
     assert [tool["name"] for tool in listed.json()["result"]["tools"]] == TOOL_NAMES[:3]
+
+
+def wsgi_environ(method: str, **extra: str) -> dict[str, Any]:
+    environ = {
+        "REQUEST_METHOD": method,
+        "PATH_INFO": "/mcp",
+        "SERVER_NAME": "localhost",
+        "SERVER_PORT": "80",
+        "HTTP_HOST": "localhost",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "wsgi.input": io.BytesIO(),
+        "wsgi.url_scheme": "http",
+        **extra,
+    }
+    wsgiref.util.setup_testing_defaults(environ)
+    return environ
+
+
+class GoneClient(io.RawIOBase):
+    """A connection whose client has gone: every write fails as a reset socket's does."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def mcp_access_lines(caplog) -> list[logging.LogRecord]:
+    return [
+        record
+        for record in caplog.records
+        if record.name == "formation.request" and getattr(record, "endpoint", "") == "mcp"
+    ]
+
+
+def test_wsgi_finishes_the_exchange_when_the_server_gives_up_on_the_answer(caplog):
+    """runserver with the MCP Inspector's GET left open: wsgiref's write failed, it closed the
+    answer, and the app's last send was never taken. Its coroutine waited until the process
+    exited (``duration_ms`` 46087.2, "Task was destroyed but it is pending!"). Now the exchange
+    is over before the server gets the answer, and its access line is written at once."""
+    from formation.wsgi import application
+
+    caplog.set_level(logging.INFO, logger="formation.request")
+    environ = wsgi_environ("GET", HTTP_ACCEPT="text/event-stream")
+    handler = wsgiref.handlers.SimpleHandler(io.BytesIO(), GoneClient(), io.StringIO(), environ)
+
+    handler.run(application)  # the way runserver's ServerHandler serves a request
+
+    deadline = time.monotonic() + 5
+    while not mcp_access_lines(caplog) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    [line] = mcp_access_lines(caplog)
+    assert (line.method, line.status) == ("GET", 405)
+    assert line.duration_ms < 1000
+
+
+def test_a_request_closed_in_another_context_resets_nothing_there():
+    """A coroutine destroyed pending runs its ``finally`` in whatever context closes it, and a
+    ContextVar token reset there raised ``ValueError: ... was created in a different Context``.
+    Each request's id now lives and ends in its own task's context: closing every pending
+    request from a fresh context raises nothing, and nothing leaks into the caller's."""
+    from formation.asgi import application
+
+    loop = asyncio.new_event_loop()
+    never = loop.create_future()
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": "/mcp",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"host", b"localhost")],
+    }
+
+    async def receive() -> dict[str, Any]:
+        return await never
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            await never  # a server that never takes the answer
+
+    try:
+        request = loop.create_task(application(scope, receive, send))
+        loop.run_until_complete(asyncio.sleep(0.2))
+        assert not request.done()
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            contextvars.Context().run(task.get_coro().close)
+        assert request_id_var.get() is None
+    finally:
+        never.cancel()
+        loop.close()
+
+
+def test_a_request_leaves_no_request_id_in_the_callers_context():
+    async def one_request() -> Any:
+        async with httpx2.AsyncClient(
+            transport=httpx2.ASGITransport(app=route_mcp_asgi(None)), base_url="http://localhost"
+        ) as client:
+            response = await client.get("/mcp")
+        return response.status_code, request_id_var.get()
+
+    assert anyio.run(one_request) == (405, None)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_wsgiref_answers_the_inspectors_stream_request_at_once(mcp_url, caplog):
+    """The MCP Inspector's GET asks for an event stream and keeps its connection open."""
+    caplog.set_level(logging.INFO, logger="formation.request")
+    started = time.monotonic()
+
+    response = httpx2.get(mcp_url, headers={"Accept": "text/event-stream"}, timeout=5)
+
+    assert_method_not_allowed(response, "GET")
+    assert time.monotonic() - started < 2
+    [line] = mcp_access_lines(caplog)
+    assert line.duration_ms < 1000
 
 
 # --- what an MCP error may say: never a request value (SPEC §9) ------------------------------

@@ -138,7 +138,8 @@ def test_an_ordinary_staff_user_sees_nothing_of_the_audit(audit):
     assert index.status_code == 200
     html = index.content.decode()
     assert url("changelist") not in html
-    assert "Search audit" not in html
+    assert "Audit records" not in html
+    assert "Search audit events" not in html
     assert "conversationsearchevent" not in html
 
 

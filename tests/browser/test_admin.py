@@ -4,9 +4,10 @@ and ours) through the staticfiles finders, as ``runserver`` does.
 
 A trusted administrator (staff, the inspect permission, and view permissions on the
 conversation models) logs in through the login form, reads the audit list and an event, finds
-the event by typing its query text, and reads a conversation's transcript. Nowhere is there a
-control that adds, changes or deletes an audit event, and no list overflows sideways in a
-1400 px window. Set ``ADMIN_SCREENSHOTS`` to a directory to keep a screenshot of each page.
+the event by typing its query text, and reads a conversation's transcript and the conversation
+list. Nowhere is there a control that adds, changes or deletes an audit event, and no list
+overflows sideways in a 1280 px window. Set ``ADMIN_SCREENSHOTS`` to a directory to keep a
+screenshot of each page.
 
 A missing browser or driver fails the test rather than skipping it: CI installs both.
 """
@@ -34,7 +35,7 @@ from tests.audit_app.helpers import search
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
-WIDTH = 1400
+WIDTH = 1280
 CHROMIUM_FLAGS = (
     "--headless",
     "--no-sandbox",
@@ -272,4 +273,27 @@ def test_an_investigator_reads_the_audit_and_a_transcript_in_a_browser(
     )
     assert_styled_and_fits(browser)
     assert len(browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")) == 3
+    assert_no_script_errors(browser)
+
+    # The conversation list: its Transcript and Messages links were cut off at 1280 px, with
+    # titles and kinds like the demo's.
+    services.conversation_create(
+        workspace_id=world.workspace.id, kind="unknown", title="imported-archive-2019"
+    )
+    open_page(
+        browser, base + reverse("admin:messages_app_conversation_changelist"), "conversations"
+    )
+    assert_styled_and_fits(browser)
+    hidden = browser.execute_script(
+        """
+        const box = document.querySelector('#changelist .results').getBoundingClientRect();
+        return [...document.querySelectorAll('#result_list td.field-links a')]
+            .filter(link => link.getBoundingClientRect().right > box.right
+                || link.getBoundingClientRect().right > window.innerWidth)
+            .map(link => link.textContent);
+        """
+    )
+    links = browser.find_elements(By.CSS_SELECTOR, "#result_list td.field-links a")
+    assert {link.text for link in links} == {"Transcript", "Messages"}
+    assert hidden == []
     assert_no_script_errors(browser)

@@ -825,7 +825,57 @@ def test_legal_holds_are_browsed_but_written_only_through_the_api(
 def test_the_conversation_page_shows_its_retention(
     admin_client: Client, admin_world: AdminWorld
 ) -> None:
+    """It said "the workspace's period" when the workspace had none."""
     page = admin_url("conversation", "change", admin_world.conversation.pk)
-    assert "the workspace&#x27;s period" in admin_client.get(page).content.decode()
-    lifecycle.conversation_retention_set(conversation=admin_world.conversation, days=9)
-    assert "9 days (its own setting)" in admin_client.get(page).content.decode()
+    assert "kept (neither it nor its workspace has a period)" in (
+        admin_client.get(page).content.decode()
+    )
+    lifecycle.workspace_retention_set(workspace_id=admin_world.workspace.id, days=30)
+    assert "30 days (the workspace&#x27;s period)" in admin_client.get(page).content.decode()
+    lifecycle.conversation_retention_set(conversation=admin_world.conversation, days=1)
+    assert "1 day (its own setting)" in admin_client.get(page).content.decode()
+
+
+def test_the_index_names_api_tokens_and_groups_both_audit_records(
+    admin_client: Client, admin_world: AdminWorld
+) -> None:
+    """It read "Api tokens", and "Lifecycle events" sat under "Search audit"."""
+    apps = {
+        app["name"]: [model["name"] for model in app["models"]]
+        for app in admin_client.get(reverse("admin:index")).context["app_list"]
+    }
+    assert "API tokens" in apps["Conversations and messages"]
+    assert apps["Audit records"] == ["Lifecycle events", "Search audit events"]
+
+
+def test_a_run_is_named_by_its_agent_conversation_and_time(
+    admin_client: Client, admin_world: AdminWorld
+) -> None:
+    run = admin_world.run
+    name = f"Sample Agent in Sample channel at {run.created_at:%Y-%m-%d %H:%M:%S}"
+    assert str(run) == name
+    page = admin_client.get(admin_url("run", "change", run.pk)).content.decode()
+    assert f"<title>{name}" in page
+    listed = admin_client.get(admin_url("run", "changelist")).content.decode()
+    assert f">{run.pk}<" not in listed
+    assert f">{run.created_at:%Y-%m-%d %H:%M:%S}</a>" in listed  # the row's link
+
+
+def test_lists_and_detail_pages_show_times_alike(
+    admin_client: Client, admin_world: AdminWorld
+) -> None:
+    """The lists showed "2026-03-10 12:00:05", the pages "March 10, 2026, noon"."""
+    shown = f"{timezone.localtime(admin_world.run.created_at):%Y-%m-%d %H:%M:%S}"
+    listed = admin_client.get(admin_url("run", "changelist")).content.decode()
+    page = admin_client.get(admin_url("run", "change", admin_world.run.pk)).content.decode()
+    assert shown in listed
+    assert f'<div class="readonly">{shown}</div>' in page
+
+
+def test_revoking_one_token_says_one_token(admin_client: Client, admin_world: AdminWorld) -> None:
+    response = admin_client.post(
+        admin_url("apitoken", "changelist"),
+        {"action": "revoke_tokens", "_selected_action": [admin_world.token.pk]},
+        follow=True,
+    )
+    assert [str(message) for message in response.context["messages"]] == ["Revoked 1 token."]

@@ -6,16 +6,21 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
+import subprocess
+import sys
 import uuid
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
+from audit_app.models import LifecycleAction, LifecycleEvent, LifecycleOutcome
 from messages_app.lifecycle import workspace_retention_set
-from messages_app.models import ApiToken, Run, Workspace
+from messages_app.models import Agent, ApiToken, Message, Run, Workspace
 from tests import factories
 from tests.helpers import exported
 
@@ -57,6 +62,35 @@ def test_create_workspace_refuses_a_bad_slug(db, slug):
     with pytest.raises(CommandError):
         run("create_workspace", slug)
     assert not Workspace.objects.exists()
+
+
+# --- create_agent --------------------------------------------------------------------------
+
+
+def test_create_agent_prints_the_id_create_token_takes(db):
+    """A new workspace had no way to an agent id but POST /api/v1/agents (docs/api.md)."""
+    run("create_workspace", "demo-x")
+    agent_id = last_line(run("create_agent", "--workspace", "demo-x", "Helper"))
+
+    agent = Agent.objects.get(pk=uuid.UUID(agent_id))
+    assert (agent.workspace.slug, agent.name) == ("demo-x", "Helper")
+    raw = last_line(run("create_token", "--workspace", "demo-x", "--agent", agent_id))
+    assert stored(raw).agent == agent
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--workspace", "nowhere", "Helper"),
+        ("--workspace", "demo-x", " "),
+        ("--workspace", "demo-x", "x" * 201),
+    ],
+)
+def test_create_agent_refuses_bad_arguments(db, args):
+    run("create_workspace", "demo-x")
+    with pytest.raises(CommandError):
+        run("create_agent", *args)
+    assert not Agent.objects.exists()
 
 
 # --- create_token --------------------------------------------------------------------------
@@ -157,6 +191,18 @@ def test_load_demo_prints_export_lines_a_shell_can_paste(settings):
     assert str(run.agent_id) == values["AGENT_ID"]
 
 
+@pytest.mark.django_db
+def test_load_demo_without_base_url_keeps_the_pasted_formation_url(settings, monkeypatch):
+    """It printed port 8000 whatever port served; the earlier lines, once pasted, name it."""
+    settings.DEBUG = True
+    monkeypatch.setenv("FORMATION_URL", "http://127.0.0.1:8123")
+    output = load_demo()
+    assert exported(output)["FORMATION_URL"] == "http://127.0.0.1:8123"
+    assert "at http://127.0.0.1:8123/admin/" in output
+    monkeypatch.delenv("FORMATION_URL")
+    assert exported(load_demo())["FORMATION_URL"] == "http://127.0.0.1:8000"
+
+
 @pytest.mark.parametrize(
     "url", ["localhost:8000", "ftp://x", "http://a b", "http://x;id", "http://x/$(id)", "http://x'"]
 )
@@ -227,6 +273,33 @@ def test_load_demo_run_token_searches_history_from_adas_direct_room(settings):
 
 
 @pytest.mark.django_db
+def test_load_demo_gives_each_conversation_its_own_talk(settings):
+    """The demo copied the same eight sentences into all four rooms, so a first search looked
+    like duplicates, and "migration decision" ranked a message with only "decision" first."""
+    settings.DEBUG = True
+    values = exported(load_demo())
+    texts = list(
+        Message.objects.filter(conversation__workspace__slug="demo").values_list(
+            "content", flat=True
+        )
+    )
+    assert len(texts) == len(set(texts))
+
+    found = factories.bearer_client(values["AGENT_TOKEN"]).get(
+        "/api/v1/messages/search", {"query": "migration"}
+    )
+    contents = [item["content"] for item in found.json()["items"]]
+    assert len(contents) == len(set(contents)) >= 4
+
+    searched = factories.bearer_client(values["RUN_TOKEN"]).post(
+        "/api/v1/history/search", {"query": "migration decision"}, format="json"
+    )
+    first = searched.json()["items"][0]["text"]
+    assert "migration" in first.lower()
+    assert "decision" in first.lower()
+
+
+@pytest.mark.django_db
 def test_load_demo_run_id_opens_the_runs_trace_and_reply(settings):
     """The printed run id goes with the run token: the trace lists the demo search, and the
     reply from Ada's direct room (evidence from public, private and direct rooms Ada reads)
@@ -261,6 +334,18 @@ def test_apply_retention_prints_progress_and_what_it_erased_per_workspace(world)
     assert run("apply_retention").strip().splitlines()[-1].startswith("acme: erased 0 messages")
 
 
+def test_apply_retention_counts_one_message_in_the_singular(world):
+    """It said "erased 1 messages in 1 conversations"."""
+    workspace_retention_set(workspace_id=world.workspace.id, days=30)
+    factories.post(world.public, world.alice, created_at=timezone.now() - timedelta(days=31))
+
+    output = run("apply_retention")
+
+    assert last_line(output) == (
+        "acme: erased 1 message in 1 conversation; skipped 0 held conversations"
+    )
+
+
 @pytest.mark.parametrize(
     "args", [("--batch-size", "0"), ("--batch-size", "10001"), ("--workspace", "nowhere")]
 )
@@ -283,6 +368,51 @@ def test_export_workspace_writes_json_lines(world, tmp_path):
     exported_lines = [json.loads(line) for line in target.read_text().splitlines()]
     assert [line["id"] for line in exported_lines] == [str(first.id), str(second.id)]
     assert last_line(output) == f"exported 2 messages of acme to {target}"
+
+
+def test_export_workspace_dash_writes_json_lines_to_standard_output(world, tmp_path, monkeypatch):
+    """``--output -`` wrote a file named ``-``; it is standard output, as in every Unix tool,
+    and what is said about the export goes to standard error so the output stays JSON Lines."""
+    first = factories.post(world.public, world.alice, "sample one")
+    monkeypatch.chdir(tmp_path)
+    out, err = io.StringIO(), io.StringIO()
+
+    call_command("export_workspace", "acme", "--output", "-", stdout=out, stderr=err)
+
+    assert [json.loads(line)["id"] for line in out.getvalue().splitlines()] == [str(first.id)]
+    assert err.getvalue() == "exported 1 message of acme to standard output\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.django_db(transaction=True)  # the command runs in a process of its own
+def test_export_workspace_to_a_reader_that_stops_early_ends_in_one_sentence(world):
+    """``… --output - | head -n 1``: a CommandError, not a BrokenPipeError traceback, and the
+    export recorded as interrupted."""
+    from tests.test_mcp import subprocess_database_url
+
+    for index in range(3):
+        factories.post(world.public, world.alice, f"sample line {index}")
+    environment = {
+        **os.environ,
+        "DATABASE_URL": subprocess_database_url(),
+        "DJANGO_SETTINGS_MODULE": "formation.settings_test",
+    }
+    command = [sys.executable, "manage.py", "export_workspace", "acme", "--output", "-"]
+    with subprocess.Popen(
+        [*command, "--batch-size", "1"],
+        cwd=Path(__file__).resolve().parents[2],  # where manage.py is
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as process:
+        assert json.loads(process.stdout.readline())["content"] == "sample line 0"
+        process.stdout.close()
+        error = process.stderr.read().decode()
+        assert process.wait(timeout=60) == 1
+    assert "Traceback" not in error
+    assert "Standard output was closed after" in error
+    event = LifecycleEvent.objects.get(action=LifecycleAction.EXPORT)
+    assert event.outcome == LifecycleOutcome.INTERRUPTED
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from audit_app.lifecycle import Actor
+from formation.display import counted
 from messages_app.lifecycle import DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, retention_apply
 from messages_app.models import Workspace
 
@@ -42,8 +43,9 @@ class Command(BaseCommand):
         )
         for report in reports:
             self.stdout.write(
-                f"{report.slug}: erased {report.messages} messages in {report.conversations} "
-                f"conversations; skipped {report.held_conversations} held conversations"
+                f"{report.slug}: erased {counted(report.messages, 'message')} in "
+                f"{counted(report.conversations, 'conversation')}; skipped "
+                f"{counted(report.held_conversations, 'held conversation')}"
             )
         if not reports:
             self.stdout.write("no workspace has a retention period")

@@ -1,3 +1,4 @@
+import os
 import re
 import secrets
 
@@ -8,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from synthetic.demo import demo_tokens_issue, demo_workspace_load
 
 SAFE_BASE_URL = re.compile(r"https?://[\w.\-:\[\]]+(?:/[\w.\-/]*)?")
+DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 
 
 class Command(BaseCommand):
@@ -23,17 +25,23 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--base-url",
-            default="http://127.0.0.1:8000",
-            help="Where the server answers (make run passes HOST:PORT); printed as FORMATION_URL.",
+            default=None,
+            help="Where the server answers, printed as FORMATION_URL (make run passes HOST:PORT). "
+            "Default: $FORMATION_URL, which the lines printed last time set in the shell they "
+            f"were pasted into, else {DEFAULT_BASE_URL}.",
         )
 
-    def handle(self, *args, admin_username: str, base_url: str, **options) -> None:
+    def handle(self, *args, admin_username: str, base_url: str | None, **options) -> None:
         if not settings.DEBUG:
             # It resets the admin's password: never against a real deployment.
             raise CommandError("load_demo is for local development only: run it with DEBUG=1.")
+        # A server on another port (make run PORT=8001) is where the earlier lines pointed.
+        base_url = base_url or os.environ.get("FORMATION_URL") or DEFAULT_BASE_URL
         # It is printed into a line meant to be pasted into a shell: nothing a shell reads.
         if not SAFE_BASE_URL.fullmatch(base_url):
-            raise CommandError("--base-url must be an http:// or https:// address.")
+            raise CommandError(
+                "--base-url (or FORMATION_URL) must be an http:// or https:// address."
+            )
         base_url = base_url.rstrip("/")
         demo = demo_workspace_load()
         tokens = demo_tokens_issue(demo)
