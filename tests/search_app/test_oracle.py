@@ -914,3 +914,92 @@ def test_the_reply_is_delivered_exactly_when_the_spec_allows(db, plan, mutation,
             raise _Rollback
     except _Rollback:
         pass
+
+
+# --- withheld messages never move a score -------------------------------------------------------
+
+RANKING_EXAMPLES = 25
+# Words the messages carry besides "sample": some match, some are only context.
+RANKING_QUERY = "migration report"
+
+
+def without_withheld(plan: Plan, oracle: Oracle) -> tuple[Plan, dict[int, int]]:
+    """The plan with every message the run may not receive removed, except those the rest
+    still needs (lineage sources, the run's current message and recent history), and the map
+    from the old indices to the new."""
+    needed = {source for message in plan.messages for source in message.lineage}
+    needed |= set(plan.recent) | ({plan.current} if plan.current is not None else set())
+    kept = [
+        index for index in range(len(plan.messages)) if oracle.eligible(index) or index in needed
+    ]
+    new_index = {old: new for new, old in enumerate(kept)}
+    messages = [
+        replace(
+            plan.messages[old],
+            lineage=tuple(new_index[source] for source in plan.messages[old].lineage),
+        )
+        for old in kept
+    ]
+    return (
+        replace(
+            plan,
+            messages=messages,
+            deleted={new_index[old] for old in plan.deleted if old in new_index},
+            current=new_index[plan.current] if plan.current is not None else None,
+            recent=[new_index[old] for old in plan.recent],
+        ),
+        new_index,
+    )
+
+
+def ranked_scores(plan: Plan) -> dict[int, tuple]:
+    """Build the plan, search it from its planned run, and roll it back: each hit's plan index,
+    with its score and components (rounded past float noise) and its neighbours' indices."""
+    try:
+        with transaction.atomic():
+            built = build(plan)
+            result = factories.history(
+                built.runs[0], RANKING_QUERY, limit=LIMIT, now=at(LAST_MINUTE)
+            )
+            index_of = built.index_of
+            raise _Rollback(
+                {
+                    index_of[hit.message.id]: (
+                        round(hit.score, 9),
+                        tuple(sorted((k, round(v, 9)) for k, v in hit.components.items())),
+                        tuple(index_of[m.id] for m in (*hit.before, *hit.after)),
+                    )
+                    for hit in result.hits
+                }
+            )
+    except _Rollback as rolled_back:
+        return rolled_back.args[0]
+
+
+@settings(
+    max_examples=RANKING_EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(plan=worlds())
+@example(plan=LINKS_DO_NOT_CHAIN)
+@example(plan=INTERVAL_EDGES)
+def test_withheld_messages_never_change_a_score_or_the_ranked_list(db, plan):
+    """SPEC §6: a message the run may not receive (unobserved, deleted, in a room whose audience
+    or lineage withholds it) changes no score and no order, whether it would be a match, a
+    neighbour whose words give context, or the writer naming a speaker: the same world without
+    them ranks every hit the same. (Its current message and recent history stay: the run names
+    them.)"""
+    oracle = Oracle(plan, plan.runs()[0])
+    smaller, new_index = without_withheld(plan, oracle)
+    if len(smaller.messages) == len(plan.messages):
+        event("nothing withheld to remove")
+    full = ranked_scores(plan)
+    reduced = ranked_scores(smaller)
+    renamed = {
+        new_index[index]: (score, components, tuple(new_index[m] for m in neighbours))
+        for index, (score, components, neighbours) in full.items()
+    }
+    assert renamed == reduced
