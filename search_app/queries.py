@@ -311,17 +311,24 @@ def _own_score(row: str) -> str:
 
 def _matches_cte(query: TermQuery, filters: HistoryFilters) -> str:
     """Every match within the caller's filters, classified in one pass over the projection; an
-    eligible one carries each term's saturated frequency ``t<i>``, its length and signals."""
+    eligible one carries each term's saturated frequency ``t<i>``, its length, room and sender
+    (an excluded one only its reason: the rows are kept for the whole statement, so narrow)."""
     frequencies = "".join(
         f",\n               CASE WHEN classified.reason IS NULL THEN "
         f"{_term_frequency(query, i, 'classified.document')} END AS t{i}"
         for i in range(len(query.terms))
     )
+    eligible_only = "".join(
+        f",\n               CASE WHEN classified.reason IS NULL THEN {value} END AS {name}"
+        for name, value in (
+            ("conversation_id", "classified.conversation_id"),
+            ("sender_account_id", "classified.sender_account_id"),
+            ("sender_agent_id", "classified.sender_agent_id"),
+            ("document_length", "length(classified.document)"),
+        )
+    )
     return f"""matches AS MATERIALIZED (
-        SELECT classified.id, classified.created_at, classified.reason,
-               classified.sender_account_id, classified.sender_agent_id,
-               length(classified.document) AS document_length,
-               {_signals("classified", "classified.conversation_id")}
+        SELECT classified.id, classified.created_at, classified.reason {eligible_only}
                {frequencies}
         FROM (
             SELECT d.message_id AS id, d.conversation_id, d.created_at, d.sender_account_id,
@@ -426,8 +433,8 @@ def _partial_cte(query: TermQuery) -> str:
     return f"""partial AS MATERIALIZED (
         SELECT s.*, {_own_score("s")} AS own_score
         FROM (
-            SELECT e.id, e.created_at, e.actor, e.same_conversation, e.participation,
-                   e.recency, {_wording(query, "e")} AS wording, 0 AS context,
+            SELECT e.id, e.created_at, {_signals("e", "e.conversation_id")},
+                   {_wording(query, "e")} AS wording, 0 AS context,
                    ({_matched_terms(query, "e")}) AS matched_terms,
                    (by_account.account_id IS NOT NULL OR by_agent.agent_id IS NOT NULL)::int
                        AS speaker
@@ -480,31 +487,32 @@ def _context_ctes(query: TermQuery) -> str:
         FROM pool AS centre
         CROSS JOIN LATERAL {_nearest("after", "centre", WINDOW_EACH_SIDE)} AS near
     ), window_words AS MATERIALIZED (
-        SELECT found.centre, found.position, found.id, {_wording(query, "found")} AS wording,
+        SELECT found.*, {_wording(query, "found")} AS wording,
                ({_matched_terms(query, "found")}) AS matched_terms
         FROM (
-            SELECT win.centre, win.position, win.id,
-                   COALESCE(length(d.document), 0) AS document_length, {frequencies}
+            SELECT win.*, COALESCE(length(d.document), 0) AS document_length, {frequencies}
             FROM windows AS win
             LEFT JOIN {DOCUMENTS} AS d
               ON d.workspace_id = %(p_workspace)s AND d.message_id = win.id
         ) AS found
         CROSS JOIN weights AS w
     ), receivers AS MATERIALIZED (
-        SELECT r.id, max(r.context) AS context
+        SELECT DISTINCT ON (r.id) r.*
         FROM (
-            SELECT r.centre, r.id,
+            SELECT r.centre, r.id, r.conversation_id, r.created_at, r.sender_account_id,
+                   r.sender_agent_id, r.wording, r.matched_terms,
                    COALESCE(sum(o.weight * n.wording)
                             / NULLIF(sum(o.weight) FILTER (WHERE n.wording IS NOT NULL), 0), 0)
                        AS context
-            FROM windows AS r
+            FROM window_words AS r
             CROSS JOIN (VALUES {offsets}) AS o(place, weight)
             LEFT JOIN window_words AS n
               ON n.centre = r.centre AND n.position = r.position + o.place
             WHERE r.position BETWEEN -{NEIGHBOURS_EACH_SIDE} AND {NEIGHBOURS_EACH_SIDE}
-            GROUP BY r.centre, r.id
+            GROUP BY r.centre, r.id, r.conversation_id, r.created_at, r.sender_account_id,
+                     r.sender_agent_id, r.wording, r.matched_terms
         ) AS r
-        GROUP BY r.id
+        ORDER BY r.id, r.context DESC
     )"""
 
 
@@ -514,22 +522,17 @@ def _candidates_cte(filters: HistoryFilters) -> str:
     return f"""candidates AS MATERIALIZED (
         SELECT c.*, {_own_score("c")} AS rank_base
         FROM (
-            SELECT DISTINCT ON (win.id) win.id, win.created_at, words.wording, r.context,
-                   words.matched_terms,
+            SELECT r.id, r.created_at, r.wording, r.context, r.matched_terms,
                    CASE WHEN {_names_query("named.name")} THEN 1 ELSE 0 END AS speaker,
-                   {_signals("win", "win.conversation_id")}
+                   {_signals("r", "r.conversation_id")}
             FROM receivers AS r
-            JOIN windows AS win ON win.id = r.id
-            JOIN window_words AS words
-              ON words.centre = win.centre AND words.position = win.position
             LEFT JOIN {Account._meta.db_table} AS account
-              ON account.workspace_id = %(p_workspace)s AND account.id = win.sender_account_id
+              ON account.workspace_id = %(p_workspace)s AND account.id = r.sender_account_id
             LEFT JOIN {Agent._meta.db_table} AS agent
-              ON agent.workspace_id = %(p_workspace)s AND agent.id = win.sender_agent_id
+              ON agent.workspace_id = %(p_workspace)s AND agent.id = r.sender_agent_id
             CROSS JOIN LATERAL (SELECT COALESCE(account.display_name, agent.name) AS name)
                 AS named
-            WHERE words.matched_terms > 0 {_filter_sql(filters, "win")}
-            ORDER BY win.id
+            WHERE r.matched_terms > 0 {_filter_sql(filters, "r")}
         ) AS c
     )"""
 

@@ -1,0 +1,164 @@
+"""The hits statement of an earlier commit against today's, interleaved, on the synthetic corpus.
+
+    DATABASE_URL=postgresql://... .venv/bin/python bench/ranking_latency.py --seed 1 \
+        --before 9c9c008 [--requests 30]
+
+A ranking change is judged by what it costs where it runs: this times search_history's hits
+statement (``search_app.queries.hits_statement``, every perspective rule, neighbours, exclusion
+counts) as ``--before`` wrote it and as the working tree writes it, for the corpus's busy agent
+from a run in its busiest private room, on the frequency bands of ``bench/benchmark.py`` (rare,
+mid and common terms). The two statements run alternately on one psycopg connection (which
+side goes first alternates too), after untimed warm-ups, so the machine's drift falls on both;
+it prints each side's p50 and p95 and the median of the pairwise ratios. The scope is read once,
+outside the timing, as the benchmark's perspective floor does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "formation.settings")
+os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-not-for-production")
+os.environ.setdefault("SEARCH_AUDIT_KEYS", "k1:bench-only-audit-key-0123456789")
+os.environ["DEBUG"] = "0"
+if not os.environ.get("DATABASE_URL"):
+    sys.exit("Set DATABASE_URL to the corpus's database.")
+
+import django  # noqa: E402
+
+django.setup()
+
+import psycopg  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from messages_app.models import (  # noqa: E402
+    Agent,
+    Conversation,
+    ConversationKind,
+    Membership,
+    Workspace,
+)
+from search_app import queries  # noqa: E402
+from search_app.perspective import run_scope  # noqa: E402
+from search_app.queries import HistoryFilters  # noqa: E402
+from search_app.runs import run_create  # noqa: E402
+from search_app.text import parse_query  # noqa: E402
+from synthetic.corpus import BUSY_AGENT_NAME, corpus_vocabulary, workspace_slug  # noqa: E402
+
+# The bands of bench/benchmark.py: ranks in the corpus vocabulary.
+BANDS = {"rare": (15_000, 12_000, 9_000), "mid": (300, 250, 200), "common": (2, 3, 5)}
+LIMIT = 20
+
+
+def module_at(ref: str):
+    """``search_app/queries.py`` as commit ``ref`` wrote it, imported beside today's."""
+    source = subprocess.run(
+        ["git", "show", f"{ref}:search_app/queries.py"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    path = Path(tempfile.mkdtemp()) / "queries_before.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("queries_before", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def scene(seed: int):
+    """The busy agent's run in its busiest private room with a current reader."""
+    workspace = Workspace.objects.get(slug=workspace_slug(seed, 0))
+    agent = Agent.objects.get(workspace=workspace, name=BUSY_AGENT_NAME)
+    current = Membership.objects.filter(agent=agent, left_at__isnull=True).values("conversation_id")
+    rooms = Conversation.objects.filter(id__in=current, kind=ConversationKind.PRIVATE)
+    for room in rooms.order_by("-live_message_count", "id"):
+        reader = (
+            room.memberships.filter(account__isnull=False, left_at__isnull=True)
+            .order_by("account_id")
+            .values_list("account_id", flat=True)
+            .first()
+        )
+        if reader is not None:
+            run, _ = run_create(
+                workspace_id=workspace.id,
+                agent_id=agent.id,
+                conversation_id=room.id,
+                requester_id=reader,
+                current_message_id=None,
+                recent_message_ids=[],
+                tool_scope="membership",
+            )
+            scope, _ = run_scope(workspace_id=workspace.id, run_id=run.id, lock=None)
+            return workspace, scope
+    sys.exit("The busy agent has no private room with a current reader.")
+
+
+def timed_ms(raw: psycopg.Connection, sql: str, params: dict) -> float:
+    started = time.perf_counter()
+    with raw.cursor() as cursor:
+        cursor.execute(sql, params)
+        cursor.fetchall()
+    return (time.perf_counter() - started) * 1000
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--before", required=True, help="The commit to compare with.")
+    parser.add_argument("--requests", type=int, default=30, help="Timed pairs per band.")
+    parser.add_argument("--warmup", type=int, default=3)
+    args = parser.parse_args()
+    before = module_at(args.before)
+    workspace, scope = scene(args.seed)
+    words = corpus_vocabulary(args.seed)
+    raw = psycopg.connect(os.environ["DATABASE_URL"], autocommit=True)
+    print(f"before {args.before}, after: the working tree; {args.requests} pairs per band")
+    print(
+        f"{'band':<8} {'before p50':>11} {'after p50':>10} {'before p95':>11} "
+        f"{'after p95':>10} {'median after/before':>20}"
+    )
+    for band, ranks in BANDS.items():
+        text = " ".join(words[rank - 1] for rank in ranks)
+        query = parse_query(text, workspace_id=workspace.id)
+        now = timezone.now()
+        sides = {
+            name: module.hits_statement(scope, query, HistoryFilters(), limit=LIMIT, now=now)
+            for name, module in (("before", before), ("after", queries))
+        }
+        for _ in range(args.warmup):
+            for sql, params in sides.values():
+                timed_ms(raw, sql, params)
+        times: dict[str, list[float]] = {"before": [], "after": []}
+        for i in range(args.requests):
+            order = ("before", "after") if i % 2 == 0 else ("after", "before")
+            for name in order:
+                times[name].append(timed_ms(raw, *sides[name]))
+        ratios = [a / b for a, b in zip(times["after"], times["before"], strict=True)]
+        print(
+            f"{band:<8} {statistics.median(times['before']):>11.1f} "
+            f"{statistics.median(times['after']):>10.1f} "
+            f"{percentile(times['before'], 0.95):>11.1f} {percentile(times['after'], 0.95):>10.1f} "
+            f"{statistics.median(ratios):>20.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
