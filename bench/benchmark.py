@@ -73,18 +73,10 @@ from typing import IO, Protocol
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "formation.settings")
-# Bench-only secrets for this process and the gunicorn it starts, unless the caller set them.
-os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-not-for-production")
-os.environ.setdefault("SEARCH_AUDIT_KEYS", "k1:bench-only-audit-key-0123456789")
-# The in-process side runs with the settings gunicorn gets (DEBUG would record every query).
-os.environ["DEBUG"] = "0"
-if not os.environ.get("DATABASE_URL"):
-    sys.exit("Set DATABASE_URL to a database made for benchmarking: this script writes to it.")
 
-import django  # noqa: E402
+from bench.django_setup import setup_django  # noqa: E402
 
-django.setup()
+setup_django("Set DATABASE_URL to a database made for benchmarking: this script writes to it.")
 
 import psycopg  # noqa: E402
 from django.core.management import call_command  # noqa: E402

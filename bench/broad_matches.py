@@ -18,7 +18,6 @@ It writes to the database it measures: use a database made for it. All text is s
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -28,16 +27,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "formation.settings")
-os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-not-for-production")
-os.environ.setdefault("SEARCH_AUDIT_KEYS", "k1:bench-only-audit-key-0123456789")
-os.environ["DEBUG"] = "0"
-if not os.environ.get("DATABASE_URL"):
-    sys.exit("Set DATABASE_URL to a database made for benchmarking: this script writes to it.")
 
-import django  # noqa: E402
+from bench.django_setup import setup_django  # noqa: E402
 
-django.setup()
+setup_django("Set DATABASE_URL to a database made for benchmarking: this script writes to it.")
 
 from django.db import connection  # noqa: E402
 

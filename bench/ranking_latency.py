@@ -27,16 +27,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "formation.settings")
-os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-not-for-production")
-os.environ.setdefault("SEARCH_AUDIT_KEYS", "k1:bench-only-audit-key-0123456789")
-os.environ["DEBUG"] = "0"
-if not os.environ.get("DATABASE_URL"):
-    sys.exit("Set DATABASE_URL to the corpus's database.")
 
-import django  # noqa: E402
+from bench.django_setup import setup_django  # noqa: E402
 
-django.setup()
+setup_django("Set DATABASE_URL to the corpus's database.")
 
 import psycopg  # noqa: E402
 from django.utils import timezone  # noqa: E402
