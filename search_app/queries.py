@@ -266,12 +266,6 @@ def _nearest(side: str, anchor: str, count: int) -> str:
              ORDER BY m.seq {"DESC" if before else ""} LIMIT {count})"""
 
 
-def _names_query(name: str) -> str:
-    """Whether the name ``name`` (an account's display name or an agent's name), read as a
-    document in the workspace's language, holds one of the query's terms."""
-    return f"formation_search_document(%(config)s::regconfig, {name}) @@ %(q_any)s::tsquery"
-
-
 def _term_frequency(query: TermQuery, index: int, document: str) -> str:
     """Term ``index``'s saturated frequency in ``document`` (0 where it does not match): one
     occurrence counts 1, the j-th adds 1/j^2 (``ts_rank``'s own curve). A phrase counts once."""
@@ -282,7 +276,8 @@ def _term_frequency(query: TermQuery, index: int, document: str) -> str:
         # ts_rank is a float4: rounded back to the curve's own precision, one occurrence is 1
         # exactly (unrounded it was 0.99999999, and a lone word's text fell short of its value).
         rank = f"ts_rank('{{1,1,1,1}}'::float4[], {document}, {term})"
-        frequency = f"round(({rank} * {RANK_TO_FREQUENCY})::numeric, {FREQUENCY_DIGITS})::float8"
+        scale = 10**FREQUENCY_DIGITS
+        frequency = f"round({rank} * {RANK_TO_FREQUENCY * scale}::float8) / {scale}"
     return f"CASE WHEN {document} @@ {term} THEN {frequency} ELSE 0::float8 END"
 
 
@@ -428,6 +423,17 @@ def _matched_terms(query: TermQuery, row: str) -> str:
     return " + ".join(f"({row}.t{i} > 0)::int" for i in range(len(query.terms)))
 
 
+NAMED_SPEAKER = "(by_account.account_id IS NOT NULL OR by_agent.agent_id IS NOT NULL)::int"
+
+
+def _speaker_joins(row: str) -> str:
+    """The joins ``NAMED_SPEAKER`` reads: row ``row``'s sender among ``match_speakers`` (hashed, a
+    small set), the one test of the ``speaker`` component, for matches and candidates alike."""
+    return f"""LEFT JOIN match_speakers AS by_account
+              ON by_account.account_id = {row}.sender_account_id
+            LEFT JOIN match_speakers AS by_agent ON by_agent.agent_id = {row}.sender_agent_id"""
+
+
 def _partial_cte(query: TermQuery) -> str:
     """The eligible matches with their wording, speaker and signals (context comes later)."""
     return f"""partial AS MATERIALIZED (
@@ -436,11 +442,9 @@ def _partial_cte(query: TermQuery) -> str:
             SELECT e.id, e.created_at, {_signals("e", "e.conversation_id")},
                    {_wording(query, "e")} AS wording, 0 AS context,
                    ({_matched_terms(query, "e")}) AS matched_terms,
-                   (by_account.account_id IS NOT NULL OR by_agent.agent_id IS NOT NULL)::int
-                       AS speaker
+                   {NAMED_SPEAKER} AS speaker
             FROM matches AS e CROSS JOIN weights AS w
-            LEFT JOIN match_speakers AS by_account ON by_account.account_id = e.sender_account_id
-            LEFT JOIN match_speakers AS by_agent ON by_agent.agent_id = e.sender_agent_id
+            {_speaker_joins("e")}
             WHERE e.reason IS NULL
         ) AS s
     )"""
@@ -518,20 +522,15 @@ def _context_ctes(query: TermQuery) -> str:
 
 def _candidates_cte(filters: HistoryFilters) -> str:
     """Every receiver within the caller's filters that matched the query, scored on everything
-    but closeness; its speaker is named by the query when the sender's name holds a term."""
+    but closeness. Each is a sender's eligible match, so ``match_speakers`` says whether the
+    query names its sender."""
     return f"""candidates AS MATERIALIZED (
         SELECT c.*, {_own_score("c")} AS rank_base
         FROM (
             SELECT r.id, r.created_at, r.wording, r.context, r.matched_terms,
-                   CASE WHEN {_names_query("named.name")} THEN 1 ELSE 0 END AS speaker,
-                   {_signals("r", "r.conversation_id")}
+                   {NAMED_SPEAKER} AS speaker, {_signals("r", "r.conversation_id")}
             FROM receivers AS r
-            LEFT JOIN {Account._meta.db_table} AS account
-              ON account.workspace_id = %(p_workspace)s AND account.id = r.sender_account_id
-            LEFT JOIN {Agent._meta.db_table} AS agent
-              ON agent.workspace_id = %(p_workspace)s AND agent.id = r.sender_agent_id
-            CROSS JOIN LATERAL (SELECT COALESCE(account.display_name, agent.name) AS name)
-                AS named
+            {_speaker_joins("r")}
             WHERE r.matched_terms > 0 {_filter_sql(filters, "r")}
         ) AS c
     )"""
