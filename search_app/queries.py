@@ -11,7 +11,7 @@ text and its context come from the same snapshot that checked them.
 Ranking (SPEC §6). Each component is a value in [0, 1] times a fixed weight; the weights add
 up to 1, so ``score`` is in [0, 1] and the contributions add up to it exactly:
 
-- ``text`` (0.38): 0.9 x *wording* + 0.1 x *closeness*. Wording is BM25-shaped: each term
+- ``text`` (0.37): 0.9 x *wording* + 0.1 x *closeness*. Wording is BM25-shaped: each term
   weighs ln(1 + N / df) over the N eligible matches of this very search and scores
   tf / (tf + k1 (1 - b + b length / average length)) (``BM25_K1``, ``BM25_B``; tf saturated as
   ``ts_rank`` does, a phrase once, a length in lexemes); wording is the weighted average over
@@ -20,22 +20,25 @@ up to 1, so ``score`` is in [0, 1] and the contributions add up to it exactly:
   Closeness is 1 for two different query terms side by side, falling as
   1 / (1 + (gap - 1) / 3); a one-term match has none. (PostgreSQL stores every word past
   position 16,383 at 16,383, so gaps there count as adjacent, never closer.)
-- ``context`` (0.38): the wording of the message's eligible neighbours, weighted by
+- ``context`` (0.37): the wording of the message's eligible neighbours, weighted by
   ``CONTEXT_OFFSETS`` and averaged over the neighbours it has; read around the
   ``CONTEXT_POOL`` best matches only (``_context_ctes``).
-- ``speaker`` (0.12): the sender's name holds a query term.
+- ``speaker`` (0.15): the sender's name holds a query term.
 - ``conversation`` (0.05): it was said in the destination conversation itself.
-- ``recency`` (0.03): 1 / (1 + age / 90 days), so a three-month-old message gets half.
+- ``recency`` (0.02): 1 / (1 + age / 90 days), so a three-month-old message gets half.
 - ``actor`` (0.02): the requester, or an account joined to them by a live link, wrote it.
 - ``participation`` (0.02): the requester is a current member of its conversation.
 
 Ties are broken by time (newer first), then id. Document frequencies come only from eligible
 messages, so what an agent may not see cannot even shift the order of what it may.
 
+A hit matches the query, or is a *named answer*: its sender's name holds a query term and its
+eligible neighbours' words give it context (``_candidates_cte``, docs/search.md).
+
 Closeness needs the positions of the query's terms in a document, so it is computed only where
 it can change the outcome. The ``fetch`` best by the other components (the *leaders*) get
 theirs first; the worst final score among them is a floor the true ``fetch``-th best cannot be
-under, so only rows within what closeness could ever add (0.038) of that floor are *contenders*
+under, so only rows within what closeness could ever add (0.037) of that floor are *contenders*
 at all. A gap is found by phrase tests (``a <1> b``, ``a <2> b``, …, evaluated in C) up to
 ``PHRASE_GAPS``, and only a larger one by reading every position.
 """
@@ -65,13 +68,13 @@ from search_app.perspective import (
 from search_app.text import Term, TermQuery, highlight_markers
 
 WEIGHTS = {
-    "text": 0.38,
+    "text": 0.37,
     "actor": 0.02,
     "conversation": 0.05,
     "participation": 0.02,
-    "recency": 0.03,
-    "speaker": 0.12,
-    "context": 0.38,
+    "recency": 0.02,
+    "speaker": 0.15,
+    "context": 0.37,
 }
 COVERAGE_SHARE = 0.9
 CLOSENESS_SHARE = 0.1
@@ -354,16 +357,17 @@ def _excluded_cte() -> str:
     )"""
 
 
-def _speakers_cte(query: TermQuery) -> str:
-    """The senders of eligible matches whose names hold a query term, with the terms they
-    hold: the participants the query names, among those the agent may see."""
+def _speakers_cte(query: TermQuery, name: str, rows: str) -> str:
+    """CTE ``name``: the senders of ``rows`` whose names hold a query term, with the terms they
+    hold. Every row read is eligible, so these are participants the query names among those
+    the agent may see."""
     named = "".join(
         f", name.document @@ %(q_t{i})s::tsquery AS n{i}" for i in range(len(query.terms))
     )
-    return f"""match_speakers AS MATERIALIZED (
+    return f"""{name} AS MATERIALIZED (
         SELECT sender.account_id, sender.agent_id {named}
         FROM (SELECT DISTINCT sender_account_id AS account_id, sender_agent_id AS agent_id
-              FROM matches WHERE reason IS NULL) AS sender
+              FROM {rows}) AS sender
         LEFT JOIN {Account._meta.db_table} AS account
           ON account.workspace_id = %(p_workspace)s AND account.id = sender.account_id
         LEFT JOIN {Agent._meta.db_table} AS agent
@@ -426,12 +430,12 @@ def _matched_terms(query: TermQuery, row: str) -> str:
 NAMED_SPEAKER = "(by_account.account_id IS NOT NULL OR by_agent.agent_id IS NOT NULL)::int"
 
 
-def _speaker_joins(row: str) -> str:
-    """The joins ``NAMED_SPEAKER`` reads: row ``row``'s sender among ``match_speakers`` (hashed, a
+def _speaker_joins(row: str, speakers: str) -> str:
+    """The joins ``NAMED_SPEAKER`` reads: row ``row``'s sender among ``speakers`` (hashed, a
     small set), the one test of the ``speaker`` component, for matches and candidates alike."""
-    return f"""LEFT JOIN match_speakers AS by_account
+    return f"""LEFT JOIN {speakers} AS by_account
               ON by_account.account_id = {row}.sender_account_id
-            LEFT JOIN match_speakers AS by_agent ON by_agent.agent_id = {row}.sender_agent_id"""
+            LEFT JOIN {speakers} AS by_agent ON by_agent.agent_id = {row}.sender_agent_id"""
 
 
 def _partial_cte(query: TermQuery) -> str:
@@ -444,7 +448,7 @@ def _partial_cte(query: TermQuery) -> str:
                    ({_matched_terms(query, "e")}) AS matched_terms,
                    {NAMED_SPEAKER} AS speaker
             FROM matches AS e CROSS JOIN weights AS w
-            {_speaker_joins("e")}
+            {_speaker_joins("e", "match_speakers")}
             WHERE e.reason IS NULL
         ) AS s
     )"""
@@ -520,18 +524,21 @@ def _context_ctes(query: TermQuery) -> str:
     )"""
 
 
-def _candidates_cte(filters: HistoryFilters) -> str:
-    """Every receiver within the caller's filters that matched the query, scored on everything
-    but closeness. Each is a sender's eligible match, so ``match_speakers`` says whether the
-    query names its sender."""
-    return f"""candidates AS MATERIALIZED (
+def _candidates_cte(query: TermQuery, filters: HistoryFilters) -> str:
+    """Every receiver within the caller's filters that the query finds, scored on everything
+    but closeness: one that matched it, or one whose sender the query names and whose eligible
+    neighbours hold its words (``receiver_speakers``: a named participant's answer to a
+    question need not repeat the question's words)."""
+    return f"""{_speakers_cte(query, "receiver_speakers", "receivers")},
+    candidates AS MATERIALIZED (
         SELECT c.*, {_own_score("c")} AS rank_base
         FROM (
             SELECT r.id, r.created_at, r.wording, r.context, r.matched_terms,
                    {NAMED_SPEAKER} AS speaker, {_signals("r", "r.conversation_id")}
             FROM receivers AS r
-            {_speaker_joins("r")}
-            WHERE r.matched_terms > 0 {_filter_sql(filters, "r")}
+            {_speaker_joins("r", "receiver_speakers")}
+            WHERE (r.matched_terms > 0 OR (r.context > 0 AND {NAMED_SPEAKER} = 1))
+              {_filter_sql(filters, "r")}
         ) AS c
     )"""
 
@@ -573,11 +580,11 @@ def hits_statement(
           AND left_at IS NULL
     ), {_matches_cte(query, filters)},
     {_excluded_cte()},
-    {_speakers_cte(query)},
+    {_speakers_cte(query, "match_speakers", "matches WHERE reason IS NULL")},
     {_weights_cte(query)},
     {_partial_cte(query)},
     {_context_ctes(query)},
-    {_candidates_cte(filters)},
+    {_candidates_cte(query, filters)},
     leaders AS MATERIALIZED (
         SELECT l.*, {_gap_sql("l")} AS gap
         FROM (SELECT * FROM candidates

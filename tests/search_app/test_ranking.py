@@ -30,13 +30,13 @@ DAY = 24 * 60  # minutes
 NOW = at(30 * DAY)  # a fixed search time: thirty days after T0
 EARLY = at(-600)  # memberships start well before every message
 WEIGHTS = {
-    "text": 0.38,
+    "text": 0.37,
     "actor": 0.02,
     "conversation": 0.05,
     "participation": 0.02,
-    "recency": 0.03,
-    "speaker": 0.12,
-    "context": 0.38,
+    "recency": 0.02,
+    "speaker": 0.15,
+    "context": 0.37,
 }
 REASONS = ["text", "actor", "conversation", "participation", "recency", "speaker", "context"]
 K1, B = 0.9, 0.4  # BM25's saturation and length normalisation
