@@ -7,10 +7,12 @@ A ranking change is judged by what it costs where it runs: this times search_his
 statement (``search_app.queries.hits_statement``, every perspective rule, neighbours, exclusion
 counts) as ``--before`` wrote it and as the working tree writes it, for the corpus's busy agent
 from a run in its busiest private room, on the frequency bands of ``bench/benchmark.py`` (rare,
-mid and common terms). The two statements run alternately on one psycopg connection (which
-side goes first alternates too), after untimed warm-ups, so the machine's drift falls on both;
-it prints each side's p50 and p95 and the median of the pairwise ratios. The scope is read once,
-outside the timing, as the benchmark's perspective floor does.
+mid and common terms). Each side runs as the product runs it: ``--before`` bound on the client
+as Django binds every statement (planned on every call), today's both that way and prepared
+(``formation/prepared.py``: planned per connection). The three run in turn (the order rotates),
+after untimed warm-ups, so the machine's drift falls on all; it prints each one's p50 and p95
+and the median of the pairwise ratios to ``--before``. The scope is read once, outside the
+timing, as the benchmark's perspective floor does.
 """
 
 from __future__ import annotations
@@ -100,12 +102,37 @@ def scene(seed: int):
     sys.exit("The busy agent has no private room with a current reader.")
 
 
-def timed_ms(raw: psycopg.Connection, sql: str, params: dict) -> float:
+def timed_ms(run, sql: str, params: dict) -> float:
     started = time.perf_counter()
-    with raw.cursor() as cursor:
+    run(sql, params)
+    return (time.perf_counter() - started) * 1000
+
+
+def client_bound(url: str):
+    """Statements bound on the client, as Django's cursors bind them: planned on every call."""
+    cursor = psycopg.ClientCursor(psycopg.connect(url, autocommit=True))
+
+    def run(sql: str, params: dict) -> None:
         cursor.execute(sql, params)
         cursor.fetchall()
-    return (time.perf_counter() - started) * 1000
+
+    return run
+
+
+def prepared(url: str):
+    """Statements prepared on their connection, as ``formation/prepared.py`` runs them."""
+    raw = psycopg.connect(url, autocommit=True)
+
+    def run(sql: str, params: dict) -> None:
+        raw.execute(sql, params, prepare=True).fetchall()
+
+    return run
+
+
+def median_ratio(times: dict[str, list[float]], name: str) -> float:
+    """The median of ``name``'s times over ``before``'s, round by round."""
+    pairs = zip(times[name], times["before"], strict=True)
+    return statistics.median(a / b for a, b in pairs)
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -123,34 +150,45 @@ def main() -> None:
     before = module_at(args.before)
     workspace, scope = scene(args.seed)
     words = corpus_vocabulary(args.seed)
-    raw = psycopg.connect(os.environ["DATABASE_URL"], autocommit=True)
-    print(f"before {args.before}, after: the working tree; {args.requests} pairs per band")
+    url = os.environ["DATABASE_URL"]
+    runners = {
+        "before": (before, client_bound(url)),
+        "after": (queries, client_bound(url)),
+        "prepared": (queries, prepared(url)),
+    }
     print(
-        f"{'band':<8} {'before p50':>11} {'after p50':>10} {'before p95':>11} "
-        f"{'after p95':>10} {'median after/before':>20}"
+        f"before {args.before} (client-bound), after: the working tree, client-bound and "
+        f"prepared; {args.requests} rounds per band"
+    )
+    print(
+        f"{'band':<8} {'before p50':>11} {'after p50':>10} {'prepared p50':>13} "
+        f"{'before p95':>11} {'prepared p95':>13} {'after/before':>13} {'prepared/before':>16}"
     )
     for band, ranks in BANDS.items():
         text = " ".join(words[rank - 1] for rank in ranks)
         query = parse_query(text, workspace_id=workspace.id)
         now = timezone.now()
-        sides = {
+        statements = {
             name: module.hits_statement(scope, query, HistoryFilters(), limit=LIMIT, now=now)
-            for name, module in (("before", before), ("after", queries))
+            for name, (module, _) in runners.items()
         }
-        for _ in range(args.warmup):
-            for sql, params in sides.values():
-                timed_ms(raw, sql, params)
-        times: dict[str, list[float]] = {"before": [], "after": []}
+        # Past the five custom plans after which a prepared statement may go generic.
+        for _ in range(max(args.warmup, 6)):
+            for name, (_, run) in runners.items():
+                timed_ms(run, *statements[name])
+        times: dict[str, list[float]] = {name: [] for name in runners}
+        names = list(runners)
         for i in range(args.requests):
-            order = ("before", "after") if i % 2 == 0 else ("after", "before")
-            for name in order:
-                times[name].append(timed_ms(raw, *sides[name]))
-        ratios = [a / b for a, b in zip(times["after"], times["before"], strict=True)]
+            for name in names[i % 3 :] + names[: i % 3]:
+                times[name].append(timed_ms(runners[name][1], *statements[name]))
+
         print(
             f"{band:<8} {statistics.median(times['before']):>11.1f} "
             f"{statistics.median(times['after']):>10.1f} "
-            f"{percentile(times['before'], 0.95):>11.1f} {percentile(times['after'], 0.95):>10.1f} "
-            f"{statistics.median(ratios):>20.2f}"
+            f"{statistics.median(times['prepared']):>13.1f} "
+            f"{percentile(times['before'], 0.95):>11.1f} "
+            f"{percentile(times['prepared'], 0.95):>13.1f} "
+            f"{median_ratio(times, 'after'):>13.2f} {median_ratio(times, 'prepared'):>16.2f}"
         )
 
 

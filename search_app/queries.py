@@ -50,6 +50,7 @@ from datetime import datetime
 
 from django.db import connection
 
+from formation import prepared
 from messages_app.models import Account, Agent, RunEvidence
 from messages_app.selectors import SUMMARY_COLUMNS, MessageRow
 from search_app.models import AgentMemory, MessageSearchDocument, RunMemory
@@ -708,9 +709,7 @@ def history_read(
     """Run the history statement: the ``limit`` best eligible matches, best first, with their
     score components, neighbours and highlights, and the exclusion counts."""
     sql, params = hits_statement(p, query, filters, limit=limit, now=now)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
+    rows = prepared.fetch_all(sql, params)
     hits: dict[int, Hit] = {}
     neighbours: list[tuple] = []
     seen: set = set()

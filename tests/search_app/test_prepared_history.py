@@ -1,0 +1,62 @@
+"""search_history's statement runs prepared, and answers exactly as it does unprepared.
+
+``formation/prepared.py`` runs it as a server-side prepared statement so that PostgreSQL plans
+it per connection rather than per call; ``DATABASE_PREPARED_STATEMENTS=0`` turns that off.
+``pg_prepared_statements`` counts each prepared statement's plans, custom and generic, so the
+tests read there whether the search ran prepared. Synthetic text only.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+
+from tests import factories
+from tests.factories import at
+
+pytestmark = pytest.mark.django_db
+
+RUNS = 8  # beyond the five custom plans after which PostgreSQL may use a generic one
+
+
+@pytest.fixture
+def run(world):
+    room = factories.joined_room(world.workspace, "Dana Example", "Eli Example")
+    dana, eli = room.people
+    for minute in range(12):
+        sender = dana if minute % 2 else eli
+        factories.post(room, sender, f"quartz harbor note {minute}", created_at=at(minute))
+    factories.post(room, dana, "the harbor opens at noon", created_at=at(20))
+    made, _ = factories.make_run(room.agent, room, dana)
+    return made
+
+
+def _plans() -> int:
+    """How many times the connection's prepared history statement has been planned or run
+    from a generic plan (0 when it was never prepared)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT COALESCE(sum(generic_plans + custom_plans), 0) FROM pg_prepared_statements"
+            " WHERE statement LIKE %s",
+            ["%match_speakers AS MATERIALIZED%"],
+        )
+        return int(cursor.fetchone()[0])
+
+
+def _answer(run) -> list[tuple]:
+    result = factories.history(run, "quartz harbor", limit=8, now=at(60))
+    return [(hit.message.id, hit.score, tuple(sorted(hit.values.items()))) for hit in result.hits]
+
+
+def test_the_statement_runs_prepared_and_answers_as_it_does_unprepared(run):
+    with override_settings(DATABASE_PREPARED_STATEMENTS=False):
+        before = _plans()
+        unprepared = _answer(run)
+        assert _plans() == before
+
+    answers = [_answer(run) for _ in range(RUNS)]
+
+    assert _plans() >= before + RUNS
+    assert len(unprepared) == 8
+    assert all(answer == unprepared for answer in answers)
