@@ -32,7 +32,7 @@ MATCHES = 15_000
 GENEROUS_SECONDS = 5.0
 # The CTEs that hold a row per match: each is read in one pass, and so is every aggregate
 # over them.
-ALL_MATCHES = ("matches", "partial")
+ALL_MATCHES = ("matches", "bounded")
 
 
 def _nodes(plan: dict):
