@@ -420,22 +420,21 @@ def _wording(query: TermQuery, row: str, *, bound: bool = False) -> str:
     term's ``tf / (tf + k1 (1 - b + b length / average))`` weighed by its rarity ``w``.
 
     With ``bound``, an upper bound read from the match flags ``m<i>`` alone: every matched
-    term at ``MOST_FREQUENCY``, more than any saturated frequency reaches. Rounding is
-    monotonic, so the bound is never below the wording computed from the frequencies."""
+    term at ``MOST_FREQUENCY``. Each term's share is then above its true one by a relative
+    1e-5 or more, far beyond float8 rounding (1e-16), so the bound is never below the wording
+    computed from the frequencies."""
     terms = range(len(query.terms))
     norm = f"{BM25_K1} * (1 - {BM25_B} + {BM25_B} * {row}.document_length / w.average_length)"
-    if bound:
-        weighed = " + ".join(
-            f"CASE WHEN {row}.m{i} > 0 "
-            f"THEN w.w{i} * {MOST_FREQUENCY} / ({MOST_FREQUENCY} + {norm}) ELSE 0 END"
-            for i in terms
-        )
-    else:
-        weighed = " + ".join(
-            f"CASE WHEN {row}.t{i} > 0 THEN w.w{i} * {row}.t{i} / ({row}.t{i} + {norm}) ELSE 0 END"
-            for i in terms
-        )
     total = " + ".join(f"w.w{i}" for i in terms)
+    if bound:
+        # The norm depends on the length alone, so one saturation serves every matched term.
+        matched = " + ".join(f"w.w{i} * {row}.m{i}" for i in terms)
+        saturated = f"{MOST_FREQUENCY} / ({MOST_FREQUENCY} + {norm})"
+        return f"COALESCE(({matched}) * {saturated} / NULLIF({total}, 0), 0)"
+    weighed = " + ".join(
+        f"CASE WHEN {row}.t{i} > 0 THEN w.w{i} * {row}.t{i} / ({row}.t{i} + {norm}) ELSE 0 END"
+        for i in terms
+    )
     return f"COALESCE(({weighed}) / NULLIF({total}, 0), 0)"
 
 
