@@ -626,8 +626,9 @@ def hits_statement(
     ``matches`` is every match within the caller's filters, classified in one pass over the
     projection (no message rows read); ``excluded`` counts the first ``EXCLUSION_SCAN`` of them
     by reason; ``match_speakers`` finds the participants the query names; ``weights`` turns
-    the eligible ones' term frequencies into rarities; ``partial`` scores them on their own
-    words, speaker and signals; ``pool`` … ``receivers`` add the context of their
+    the eligible ones' match flags into rarities; ``bounded`` … ``partial`` score on their own
+    words, speaker and signals the ones that can reach the context pool (``_partial_cte``,
+    ``exhaustive``: all of them); ``pool`` … ``receivers`` add the context of their
     surroundings (``_context_ctes``); ``candidates`` scores every receiver on everything but
     closeness; ``leaders`` and ``contenders`` add closeness where it can matter; ``page`` reads
     the best from the canonical messages and checks every rule again; ``nearby`` finds their
