@@ -88,9 +88,6 @@ BM25_B = 0.4
 RANK_TO_FREQUENCY = 1.64493406685
 # ts_rank is a float4 (about seven significant digits): its frequency is rounded to six places.
 FREQUENCY_DIGITS = 6
-# Above every saturated frequency (they approach pi^2/6 = 1.6449341 from below, rounded to
-# FREQUENCY_DIGITS): the frequency an upper bound of the wording assumes.
-MOST_FREQUENCY = 1.645
 RECENCY_HALF_LIFE_SECONDS = 90 * 86_400
 # The context signal: how much of each eligible neighbour's wording a message takes, by the
 # neighbour's place (negative: before it). The turn before an answer is often the question.
@@ -300,10 +297,9 @@ def _signals(row: str, conversation: str) -> str:
                                  0) / {RECENCY_HALF_LIFE_SECONDS}) AS recency"""
 
 
-def _own_score(row: str, wording: str | None = None) -> str:
-    """Row ``row``'s score on everything but closeness (its wording, or the value ``wording``
-    in its place, its context and signals)."""
-    return f"""{WEIGHTS["text"] * COVERAGE_SHARE} * {wording or f"{row}.wording"}
+def _own_score(row: str) -> str:
+    """Row ``row``'s score on everything but closeness (its wording, context and signals)."""
+    return f"""{WEIGHTS["text"] * COVERAGE_SHARE} * {row}.wording
                + {WEIGHTS["context"]} * {row}.context
                + {WEIGHTS["speaker"]} * {row}.speaker
                + {WEIGHTS["actor"]} * {row}.actor
@@ -314,12 +310,11 @@ def _own_score(row: str, wording: str | None = None) -> str:
 
 def _matches_cte(query: TermQuery, filters: HistoryFilters) -> str:
     """Every match within the caller's filters, classified in one pass over the projection; an
-    eligible one carries whether it matched each term (``m<i>``, 1 or 0), its length, room and
-    sender (an excluded one only its reason: the rows are kept for the whole statement, so
-    narrow). Term frequencies are read later, only for the matches that can reach the pool."""
-    flags = "".join(
+    eligible one carries each term's saturated frequency ``t<i>``, its length, room and sender
+    (an excluded one only its reason: the rows are kept for the whole statement, so narrow)."""
+    frequencies = "".join(
         f",\n               CASE WHEN classified.reason IS NULL THEN "
-        f"(classified.document @@ %(q_t{i})s::tsquery)::int END AS m{i}"
+        f"{_term_frequency(query, i, 'classified.document')} END AS t{i}"
         for i in range(len(query.terms))
     )
     eligible_only = "".join(
@@ -333,7 +328,7 @@ def _matches_cte(query: TermQuery, filters: HistoryFilters) -> str:
     )
     return f"""matches AS MATERIALIZED (
         SELECT classified.id, classified.created_at, classified.reason {eligible_only}
-               {flags}
+               {frequencies}
         FROM (
             SELECT d.message_id AS id, d.conversation_id, d.created_at, d.sender_account_id,
                    d.sender_agent_id, d.document,
@@ -394,7 +389,7 @@ def _weights_cte(query: TermQuery) -> str:
     the ``speaker`` component, so its rarity counts nothing for the words; unless every term
     that matched is a name, when the words are all there is to rank by."""
     terms = range(len(query.terms))
-    frequencies = ", ".join(f"count(*) FILTER (WHERE m{i} > 0)::float8 AS df{i}" for i in terms)
+    frequencies = ", ".join(f"count(*) FILTER (WHERE t{i} > 0)::float8 AS df{i}" for i in terms)
     names = ", ".join(f"COALESCE(bool_or(n{i}), false) AS named{i}" for i in terms)
     plain = ", ".join(f"f.df{i} > 0 AND NOT n.named{i} AS plain{i}" for i in terms)
     any_plain = " OR ".join(f"plain{i}" for i in terms)
@@ -415,33 +410,22 @@ def _weights_cte(query: TermQuery) -> str:
     )"""
 
 
-def _wording(query: TermQuery, row: str, *, bound: bool = False) -> str:
-    """BM25's shape over row ``row``'s saturated term frequencies ``t<i>``, in [0, 1): each
-    term's ``tf / (tf + k1 (1 - b + b length / average))`` weighed by its rarity ``w``.
-
-    With ``bound``, an upper bound read from the match flags ``m<i>`` alone: every matched
-    term at ``MOST_FREQUENCY``. Each term's share is then above its true one by a relative
-    1e-5 or more, far beyond float8 rounding (1e-16), so the bound is never below the wording
-    computed from the frequencies."""
+def _wording(query: TermQuery, row: str) -> str:
+    """BM25's shape over row ``row``'s saturated term frequencies, in [0, 1): each term's
+    ``tf / (tf + k1 (1 - b + b length / average))`` weighed by its rarity ``w``."""
     terms = range(len(query.terms))
     norm = f"{BM25_K1} * (1 - {BM25_B} + {BM25_B} * {row}.document_length / w.average_length)"
-    total = " + ".join(f"w.w{i}" for i in terms)
-    if bound:
-        # The norm depends on the length alone, so one saturation serves every matched term.
-        matched = " + ".join(f"w.w{i} * {row}.m{i}" for i in terms)
-        saturated = f"{MOST_FREQUENCY} / ({MOST_FREQUENCY} + {norm})"
-        return f"COALESCE(({matched}) * {saturated} / NULLIF({total}, 0), 0)"
     weighed = " + ".join(
         f"CASE WHEN {row}.t{i} > 0 THEN w.w{i} * {row}.t{i} / ({row}.t{i} + {norm}) ELSE 0 END"
         for i in terms
     )
+    total = " + ".join(f"w.w{i}" for i in terms)
     return f"COALESCE(({weighed}) / NULLIF({total}, 0), 0)"
 
 
-def _matched_terms(query: TermQuery, row: str, column: str = "t") -> str:
-    """How many of the query's terms row ``row`` matched (by its frequencies ``t<i>`` or its
-    flags ``m<i>``)."""
-    return " + ".join(f"({row}.{column}{i} > 0)::int" for i in range(len(query.terms)))
+def _matched_terms(query: TermQuery, row: str) -> str:
+    """How many of the query's terms row ``row`` matched."""
+    return " + ".join(f"({row}.t{i} > 0)::int" for i in range(len(query.terms)))
 
 
 NAMED_SPEAKER = "(by_account.account_id IS NOT NULL OR by_agent.agent_id IS NOT NULL)::int"
@@ -455,71 +439,20 @@ def _speaker_joins(row: str, speakers: str) -> str:
             LEFT JOIN {speakers} AS by_agent ON by_agent.agent_id = {row}.sender_agent_id"""
 
 
-def _scored(query: TermQuery, rows: str) -> str:
-    """Rows ``rows`` of ``bounded`` scored exactly: their term frequencies read from their
-    documents by key, their wording from those, and ``own_score``."""
-    frequencies = ", ".join(
-        f"{_term_frequency(query, i, 'd.document')} AS t{i}" for i in range(len(query.terms))
-    )
-    return f"""SELECT s.*, {_own_score("s")} AS own_score
+def _partial_cte(query: TermQuery) -> str:
+    """The eligible matches with their wording, speaker and signals (context comes later)."""
+    return f"""partial AS MATERIALIZED (
+        SELECT s.*, {_own_score("s")} AS own_score
         FROM (
-            SELECT f.id, f.created_at, f.actor, f.same_conversation, f.participation,
-                   f.recency, f.context, f.matched_terms, f.speaker,
-                   {_wording(query, "f")} AS wording
-            FROM (
-                SELECT b.*, {frequencies}
-                FROM {rows} AS b
-                JOIN {DOCUMENTS} AS d
-                  ON d.workspace_id = %(p_workspace)s AND d.message_id = b.id
-            ) AS f
-            CROSS JOIN weights AS w
-        ) AS s"""
-
-
-# The matches of ``bounded`` beyond ``first_bounded`` whose bound reaches its worst exact score.
-REACHING_THE_FLOOR = """(SELECT * FROM bounded
-          WHERE bound >= (SELECT CASE WHEN count(*) = %(r_pool)s THEN min(own_score)
-                                      ELSE '-infinity'::float8 END
-                          FROM first_scored)
-            AND id NOT IN (SELECT id FROM first_bounded))"""
-
-
-def _partial_cte(query: TermQuery, *, exhaustive: bool = False) -> str:
-    """The eligible matches that can be among the ``CONTEXT_POOL`` best by their own score,
-    scored exactly (context comes later).
-
-    ``bounded`` gives every eligible match its speaker, signals and an upper bound of its own
-    score (``_wording`` with ``bound``), from the match flags alone. The ``CONTEXT_POOL`` best
-    by that bound are scored exactly first; the worst of their exact scores is a floor that the
-    pool's last member cannot be under, so only the matches whose bound reaches it are scored
-    as well (a threshold algorithm: the pool is the one a full scoring would choose, while the
-    term frequencies are read for a few hundred matches instead of every one). ``exhaustive``
-    scores every eligible match instead: the reference the tests compare the pool with."""
-    if exhaustive:
-        chosen = f"partial AS MATERIALIZED ({_scored(query, 'bounded')})"
-    else:
-        chosen = f"""first_bounded AS MATERIALIZED (
-        SELECT * FROM bounded
-        ORDER BY bound DESC, created_at DESC, id DESC LIMIT %(r_pool)s
-    ), first_scored AS MATERIALIZED (
-        {_scored(query, "first_bounded")}
-    ), partial AS MATERIALIZED (
-        SELECT * FROM first_scored
-        UNION ALL
-        {_scored(query, REACHING_THE_FLOOR)}
-    )"""
-    return f"""bounded AS MATERIALIZED (
-        SELECT s.*, {_own_score("s", wording="s.wording_bound")} AS bound
-        FROM (
-            SELECT e.id, e.created_at, e.document_length, {_signals("e", "e.conversation_id")},
-                   {_wording(query, "e", bound=True)} AS wording_bound, 0 AS context,
-                   ({_matched_terms(query, "e", "m")}) AS matched_terms,
+            SELECT e.id, e.created_at, {_signals("e", "e.conversation_id")},
+                   {_wording(query, "e")} AS wording, 0 AS context,
+                   ({_matched_terms(query, "e")}) AS matched_terms,
                    {NAMED_SPEAKER} AS speaker
             FROM matches AS e CROSS JOIN weights AS w
             {_speaker_joins("e", "match_speakers")}
             WHERE e.reason IS NULL
         ) AS s
-    ), {chosen}"""
+    )"""
 
 
 def _context_ctes(query: TermQuery) -> str:
@@ -618,7 +551,6 @@ def hits_statement(
     *,
     limit: int,
     now: datetime,
-    exhaustive: bool = False,
 ) -> tuple[str, dict[str, object]]:
     """The history statement and its parameters (the scope included): what
     ``history_read`` runs, and what the benchmark times as the perspective floor.
@@ -626,9 +558,8 @@ def hits_statement(
     ``matches`` is every match within the caller's filters, classified in one pass over the
     projection (no message rows read); ``excluded`` counts the first ``EXCLUSION_SCAN`` of them
     by reason; ``match_speakers`` finds the participants the query names; ``weights`` turns
-    the eligible ones' match flags into rarities; ``bounded`` … ``partial`` score on their own
-    words, speaker and signals the ones that can reach the context pool (``_partial_cte``,
-    ``exhaustive``: all of them); ``pool`` … ``receivers`` add the context of their
+    the eligible ones' term frequencies into rarities; ``partial`` scores them on their own
+    words, speaker and signals; ``pool`` … ``receivers`` add the context of their
     surroundings (``_context_ctes``); ``candidates`` scores every receiver on everything but
     closeness; ``leaders`` and ``contenders`` add closeness where it can matter; ``page`` reads
     the best from the canonical messages and checks every rule again; ``nearby`` finds their
@@ -652,7 +583,7 @@ def hits_statement(
     {_excluded_cte()},
     {_speakers_cte(query, "match_speakers", "matches WHERE reason IS NULL")},
     {_weights_cte(query)},
-    {_partial_cte(query, exhaustive=exhaustive)},
+    {_partial_cte(query)},
     {_context_ctes(query)},
     {_candidates_cte(query, filters)},
     leaders AS MATERIALIZED (
