@@ -6,8 +6,11 @@ CTEs (search_history's) takes longer to plan than a rare-term search takes to ru
 it is planned with its values for its first five runs on a connection and then, where
 PostgreSQL finds a generic plan no worse, not planned at all; the pooled connection keeps it.
 
-``DATABASE_PREPARED_STATEMENTS=0`` turns it off for a connection pooler that cannot carry
-prepared statements across transactions (PgBouncer in transaction mode before 1.21).
+It is off unless ``DATABASE_PREPARED_STATEMENTS=1``. A generic plan is made from the tables'
+statistics at the time; made while a table was nearly empty and kept after it grew, one read
+each candidate's document through the GIN index rather than the primary key, once per row
+(docs/search.md). Leave it off behind a pooler that cannot carry prepared statements across
+transactions (PgBouncer in transaction mode before 1.21).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """search_history's statement runs prepared, and answers exactly as it does unprepared.
 
 ``formation/prepared.py`` runs it as a server-side prepared statement so that PostgreSQL plans
-it per connection rather than per call; ``DATABASE_PREPARED_STATEMENTS=0`` turns that off.
+it per connection rather than per call, when ``DATABASE_PREPARED_STATEMENTS=1`` turns it on.
 ``pg_prepared_statements`` counts each prepared statement's plans, custom and generic, so the
 tests read there whether the search ran prepared. Synthetic text only.
 """
@@ -50,12 +50,12 @@ def _answer(run) -> list[tuple]:
 
 
 def test_the_statement_runs_prepared_and_answers_as_it_does_unprepared(run):
-    with override_settings(DATABASE_PREPARED_STATEMENTS=False):
-        before = _plans()
-        unprepared = _answer(run)
-        assert _plans() == before
+    before = _plans()
+    unprepared = _answer(run)
+    assert _plans() == before  # off by default
 
-    answers = [_answer(run) for _ in range(RUNS)]
+    with override_settings(DATABASE_PREPARED_STATEMENTS=True):
+        answers = [_answer(run) for _ in range(RUNS)]
 
     assert _plans() >= before + RUNS
     assert len(unprepared) == 8
