@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.apps import apps
-from django.db import connection
+from django.db import connection, transaction
 from rest_framework.test import APIClient
 
 from audit_app.lifecycle import Actor
@@ -266,6 +266,20 @@ def history(
 def hit_ids(run: Run, query: str = "sample", limit: int = 20, **filters) -> list:
     """The ids search_history returns as hits, best first."""
     return [hit.message.id for hit in history(run, query, limit, **filters).hits]
+
+
+class _RolledBack(Exception):
+    pass
+
+
+def rolled_back(work: Callable[[], Any]) -> Any:
+    """What ``work`` returns, with every row it wrote rolled back: for tests that compare two
+    worlds built in one test."""
+    try:
+        with transaction.atomic():
+            raise _RolledBack(work())
+    except _RolledBack as undone:
+        return undone.args[0]
 
 
 def run_in_threads(count: int, work: Callable[[int], None]) -> list[BaseException]:

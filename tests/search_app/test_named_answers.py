@@ -12,7 +12,6 @@ had never been written. All text is synthetic.
 from __future__ import annotations
 
 import pytest
-from django.db import transaction
 
 from messages_app import services
 from search_app.queries import WEIGHTS
@@ -24,10 +23,6 @@ pytestmark = pytest.mark.django_db
 EARLY = at(-600)
 NOW = at(60)
 QUERY = "caroline pottery class"
-
-
-class _Rollback(Exception):
-    pass
 
 
 def _world(question: str | None = "visible"):
@@ -76,21 +71,19 @@ def _world(question: str | None = "visible"):
 
 def _ranked(question: str | None, query: str = QUERY, **filters) -> dict[str, tuple]:
     """Each hit's label with its score and components, best first, in a world rolled back."""
-    try:
-        with transaction.atomic():
-            run, labels = _world(question)
-            result = factories.history(run, query, now=NOW, **filters)
-            raise _Rollback(
-                {
-                    labels[hit.message.id]: (
-                        round(hit.score, 12),
-                        tuple((k, round(v, 12)) for k, v in sorted(hit.values.items())),
-                    )
-                    for hit in result.hits
-                }
+
+    def search() -> dict[str, tuple]:
+        run, labels = _world(question)
+        result = factories.history(run, query, now=NOW, **filters)
+        return {
+            labels[hit.message.id]: (
+                round(hit.score, 12),
+                tuple((k, round(v, 12)) for k, v in sorted(hit.values.items())),
             )
-    except _Rollback as rolled_back:
-        return rolled_back.args[0]
+            for hit in result.hits
+        }
+
+    return factories.rolled_back(search)
 
 
 def test_a_named_participants_answer_is_found_by_the_question_before_it():

@@ -12,7 +12,6 @@ synthetic.
 from __future__ import annotations
 
 import pytest
-from django.db import transaction
 
 from messages_app import services
 from tests import factories
@@ -24,62 +23,56 @@ QUERY = "migration report"
 EARLY = at(-600)
 
 
-class _Rollback(Exception):
-    pass
-
-
 def _ranked(with_withheld: bool) -> dict[str, tuple]:
     """Build one world, search it, roll it back: each hit's label with its score, components
     and neighbours' labels."""
-    try:
-        with transaction.atomic():
-            workspace = factories.make_workspace()
-            agent = factories.make_agent(workspace)
-            alice = factories.make_account(workspace, "Alice Example")
-            bob = factories.make_account(workspace, "Bob Example")
-            zed = factories.make_account(workspace, "Zed Report")
-            destination = factories.make_conversation(workspace, "private", "destination")
-            for member in (agent, alice, bob):
-                factories.join(destination, member, joined_at=EARLY)
-            # Zed and Alice read it, Bob does not: it does not permit the destination.
-            elsewhere = factories.make_conversation(workspace, "private", "elsewhere")
-            for member in (agent, alice, zed):
-                factories.join(elsewhere, member, joined_at=EARLY)
 
-            labels = {}
+    def build() -> dict[str, tuple]:
+        workspace = factories.make_workspace()
+        agent = factories.make_agent(workspace)
+        alice = factories.make_account(workspace, "Alice Example")
+        bob = factories.make_account(workspace, "Bob Example")
+        zed = factories.make_account(workspace, "Zed Report")
+        destination = factories.make_conversation(workspace, "private", "destination")
+        for member in (agent, alice, bob):
+            factories.join(destination, member, joined_at=EARLY)
+        # Zed and Alice read it, Bob does not: it does not permit the destination.
+        elsewhere = factories.make_conversation(workspace, "private", "elsewhere")
+        for member in (agent, alice, zed):
+            factories.join(elsewhere, member, joined_at=EARLY)
 
-            def say(label, room, sender, text, minute, **extra):
-                message = factories.post(room, sender, text, created_at=at(minute), **extra)
-                labels[message.id] = label
-                return message
+        labels = {}
 
-            if with_withheld:
-                source = say("elsewhere", elsewhere, zed, "migration report for zed", 1)
-            say("plan", destination, alice, "the migration plan", 2)
-            if with_withheld:
-                deleted = say("deleted", destination, bob, "report on the migration", 3)
-                services.message_delete(message=deleted)
-                say("unobserved", destination, bob, "migration report migration", -700)
-            say("filler", destination, bob, "sounds good to me", 4)
-            if with_withheld:
-                say("derived", destination, agent, "report migration", 5, lineage=[source.id])
-            say("draft", destination, bob, "a report draft", 6)
-            say("closing", destination, alice, "thanks all", 7)
+        def say(label, room, sender, text, minute, **extra):
+            message = factories.post(room, sender, text, created_at=at(minute), **extra)
+            labels[message.id] = label
+            return message
 
-            run, _ = factories.make_run(agent, destination, alice)
-            result = factories.history(run, QUERY, now=at(60))
-            raise _Rollback(
-                {
-                    labels[hit.message.id]: (
-                        round(hit.score, 12),
-                        tuple((k, round(v, 12)) for k, v in sorted(hit.components.items())),
-                        [labels[m.id] for m in (*hit.before, *hit.after)],
-                    )
-                    for hit in result.hits
-                }
+        if with_withheld:
+            source = say("elsewhere", elsewhere, zed, "migration report for zed", 1)
+        say("plan", destination, alice, "the migration plan", 2)
+        if with_withheld:
+            deleted = say("deleted", destination, bob, "report on the migration", 3)
+            services.message_delete(message=deleted)
+            say("unobserved", destination, bob, "migration report migration", -700)
+        say("filler", destination, bob, "sounds good to me", 4)
+        if with_withheld:
+            say("derived", destination, agent, "report migration", 5, lineage=[source.id])
+        say("draft", destination, bob, "a report draft", 6)
+        say("closing", destination, alice, "thanks all", 7)
+
+        run, _ = factories.make_run(agent, destination, alice)
+        result = factories.history(run, QUERY, now=at(60))
+        return {
+            labels[hit.message.id]: (
+                round(hit.score, 12),
+                tuple((k, round(v, 12)) for k, v in sorted(hit.components.items())),
+                [labels[m.id] for m in (*hit.before, *hit.after)],
             )
-    except _Rollback as rolled_back:
-        return rolled_back.args[0]
+            for hit in result.hits
+        }
+
+    return factories.rolled_back(build)
 
 
 def test_withheld_matches_neighbours_and_speakers_change_no_score():
