@@ -1,15 +1,16 @@
-"""Each agent tool through a real gunicorn process, in-process, and against the raw-SQL floor.
+"""Each agent tool through gunicorn, in-process, and against the HTTP floor and raw-SQL floor.
 
     DATABASE_URL=postgresql://... .venv/bin/python bench/benchmark.py --seed 1 \
         [--messages 1000000] [--requests 30] [--history-query 'label=text' ...] \
-        [--cjk-messages 3000] [--output bench/results.md]
+        [--cjk-messages 3000] [--only TOOL ...] [--output bench/results.md]
 
 On the corpus of ``manage.py generate_corpus --seed S`` (loaded first with ``--messages N`` if
 this database does not hold it yet), as the corpus's busy agent, every row does one piece of
-work three ways. search_history has a row per frequency band, then one per part of its query
-syntax: a quoted phrase of two common words, a prefix of a mid word, and a CJK word found
-inside sentences without spaces (synthetic CJK messages are added to the agent's destination
-for it, once):
+work three ways, next to the HTTP floor. The first row is ``/healthz``, which runs no SQL.
+search_history has a row per frequency band, then one per part of its query syntax: a quoted
+phrase of two common words, a prefix of a mid word, and a CJK word found inside sentences
+without spaces (synthetic CJK messages are added to the agent's destination for it, once).
+``--only`` runs a subset of the tools (the common-term rows take minutes):
 
 - **API**: an HTTP request over one keep-alive loopback connection to gunicorn
   (``formation/gunicorn_conf.py``: its asyncio workers), timed from sending the request to reading
@@ -25,14 +26,21 @@ for it, once):
   (``search_app.queries.hits_statement``, every perspective rule included) alone, its scope
   resolved outside the timing; for bulk ingest, one transaction that reserves the seqs and
   inserts the rows with one ``INSERT ... SELECT FROM unnest(...)``, through the same indexes
-  and triggers.
+  and triggers; for ``/healthz``, nothing (zero).
+- **HTTP floor**: ``GET /`` over one keep-alive loopback connection to ``bench/http_floor.py``,
+  an application that answers a fixed 12-byte JSON body and does nothing else, under gunicorn's
+  threaded worker (1 worker x 1 thread): what any Python server on this machine costs for a
+  request, so a target can read "API p50 <= HTTP floor + SQL floor + X ms" and a faster or
+  slower machine moves both sides.
 
-The sides are interleaved request by request (API, in-process, floor, then the other way round
-for the next index, so no side always runs last), because the shared machine drifts over
-seconds; each ratio is reported pair by pair (median and p95 of API_i / floor_i) besides the
-ratio of the medians. Warm-ups are untimed. The floors may use every parallel worker the server
-allows (its ``max_parallel_workers_per_gather`` is in the header); only the search_messages row
-"floor without its index" turns the index and parallelism off, as its name says.
+The sides are interleaved request by request (API, in-process, HTTP floor, SQL floor, then the
+other way round for the next index, so no side always runs last), because the shared machine
+drifts over seconds; each ratio is reported pair by pair (median and p95 of API_i / floor_i)
+besides the ratio of the medians, and so is the margin over both floors (median and p95 of
+API_i - HTTP floor_i - floor_i). Warm-ups are untimed. The floors may use every parallel worker
+the server allows (its ``max_parallel_workers_per_gather`` is in the header); only the
+search_messages row "floor without its index" turns the index and parallelism off, as its name
+says.
 
 Latency alone does not tell round trips from Python, so each row also counts the SQL statements
 one request costs on the server: after the timed requests a few more run untimed, one side at a
@@ -40,7 +48,8 @@ time with the others idle, and ``pg_stat_statements`` (preloaded, with ``track_u
 BEGIN, COMMIT, SAVEPOINT and SET count) gives the top-level statements run in this database,
 minus the counting query itself.
 
-Prints p50/p95/p99 per side, the in-process p50, both ratios, the statements per request, and
+Prints p50/p95/p99 per side, the in-process and HTTP-floor p50, both ratios, the margin over
+both floors, the statements per request (the HTTP floor runs none and is not counted), and
 the gunicorn workers' and this process's resident memory at the start and the end, and writes
 the table as Markdown to ``--output``. It writes to the database it measures (tokens, runs,
 evidence, audit rows, ingested messages): use a database made for it. All text is synthetic.
@@ -150,6 +159,10 @@ BARE_HISTORY_FLOOR = (
 # server runs as a request winds down (a connection going back to its pool) is missed.
 COUNT_SETTLE_SECONDS = 0.1
 SIDES = ("api", "in_process")
+# The margin column's "API - ", with a true minus sign.
+MARGIN = "API \N{MINUS SIGN}"
+# What ``--only`` picks from, in the order the rows run: the liveness probe first, as it is quick.
+TOOLS = ("healthz", "search_history", "search_messages", "list_messages", "get_message", "bulk")
 # The text of PostgreSQL's own foreign-key check (ri_triggers.c), as pg_stat_statements
 # normalises it.
 FOREIGN_KEY_CHECK = r"^SELECT \$[0-9]+ FROM (ONLY )?.+ x WHERE .+ FOR KEY SHARE OF x$"
@@ -157,20 +170,37 @@ FOREIGN_KEY_CHECK = r"^SELECT \$[0-9]+ FROM (ONLY )?.+ x WHERE .+ FOR KEY SHARE 
 
 @dataclass
 class Row:
-    """One line of the table: a tool and case, its three series of milliseconds, its counts."""
+    """One line of the table: a tool and case, its four series of milliseconds, its counts."""
 
     tool: str
     case: str
     note: str = ""
     api: list[float] = field(default_factory=list)
     in_process: list[float] = field(default_factory=list)
+    http_floor: list[float] = field(default_factory=list)
+    # Zeros for work that runs no SQL (``/healthz``): its floor is the HTTP floor alone.
     floor: list[float] = field(default_factory=list)
     # Statements per request, by side: "api", "in_process", "floor".
     statements: dict[str, float] = field(default_factory=dict)
 
+    @property
+    def has_sql_floor(self) -> bool:
+        return any(self.floor)
+
     def pair_ratios(self) -> list[float]:
-        """API_i / floor_i: each pair ran back to back, so the machine's drift cancels."""
+        """API_i / floor_i: each pair ran back to back, so the machine's drift cancels. Empty
+        without a SQL floor: a ratio to zero says nothing."""
+        if not self.has_sql_floor:
+            return []
         return [api / floor for api, floor in zip(self.api, self.floor, strict=True)]
+
+    def margins(self) -> list[float]:
+        """API_i - HTTP floor_i - floor_i: what the service adds to the least any Python server
+        and the bare SQL cost, in milliseconds, each triple run back to back."""
+        return [
+            api - http - floor
+            for api, http, floor in zip(self.api, self.http_floor, self.floor, strict=True)
+        ]
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -183,6 +213,13 @@ def timed(action: Callable[[], object]) -> float:
     started = time.perf_counter()
     action()
     return (time.perf_counter() - started) * 1000
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def rss_mib(pid: int | str = "self") -> float:
@@ -209,7 +246,12 @@ def checked(method: str, path: str, status: int, data: bytes) -> bytes:
 
 
 class Transport(Protocol):
-    def call(self, method: str, path: str, token: str, body: object = None) -> bytes: ...
+    def call(self, method: str, path: str, token: str | None, body: object = None) -> bytes: ...
+
+
+def authorization(token: str | None) -> dict[str, str]:
+    """The bearer header; none for the routes that need no token (``/healthz``, the HTTP floor)."""
+    return {} if token is None else {"Authorization": f"Bearer {token}"}
 
 
 class Api:
@@ -222,8 +264,8 @@ class Api:
         self.port = port
         self.http = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
 
-    def call(self, method: str, path: str, token: str, body: object = None) -> bytes:
-        headers = {"Authorization": f"Bearer {token}"}
+    def call(self, method: str, path: str, token: str | None, body: object = None) -> bytes:
+        headers = authorization(token)
         payload = encoded(body)
         if payload is not None:
             headers["Content-Type"] = "application/json"
@@ -259,7 +301,7 @@ class InProcess:
             if isinstance(handler, logging.StreamHandler):
                 handler.setStream(log)
 
-    def call(self, method: str, path: str, token: str, body: object = None) -> bytes:
+    def call(self, method: str, path: str, token: str | None, body: object = None) -> bytes:
         route, _, query = path.partition("?")
         payload = encoded(body) or b""
         environ = {
@@ -272,7 +314,6 @@ class InProcess:
             "SERVER_PROTOCOL": "HTTP/1.1",
             "REMOTE_ADDR": "127.0.0.1",
             "HTTP_HOST": "127.0.0.1",
-            "HTTP_AUTHORIZATION": f"Bearer {token}",
             "CONTENT_TYPE": "application/json" if payload else "",
             "CONTENT_LENGTH": str(len(payload)),
             "wsgi.version": (1, 0),
@@ -283,6 +324,8 @@ class InProcess:
             "wsgi.multiprocess": False,
             "wsgi.run_once": False,
         }
+        if token is not None:
+            environ["HTTP_AUTHORIZATION"] = f"Bearer {token}"
         statuses: list[int] = []
 
         def start_response(status: str, headers: list, exc_info: object = None) -> Callable:
@@ -397,19 +440,7 @@ class Gunicorn:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                probe = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                probe.request("GET", "/readyz")
-                if probe.getresponse().status == 200:
-                    return
-            except OSError:
-                pass
-            if self.process.poll() is not None:
-                raise RuntimeError(f"gunicorn exited while starting; see {log.name}")
-            time.sleep(0.3)
-        raise RuntimeError("gunicorn did not become ready in 60 s")
+        wait_until_answering(self.process, port, "/readyz", log)
 
     def worker_pids(self) -> list[int]:
         children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
@@ -426,6 +457,56 @@ class Gunicorn:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+class HttpFloorGunicorn(Gunicorn):
+    """``bench/http_floor.py`` under gunicorn's threaded worker, one process and one thread, with
+    the API side's long keep-alive and no access log: the HTTP floor's server."""
+
+    def __init__(self, *, port: int, log: IO[bytes]) -> None:
+        self.process = subprocess.Popen(
+            [
+                str(Path(sys.executable).with_name("gunicorn")),
+                "--worker-class",
+                "gthread",
+                "--workers",
+                "1",
+                "--threads",
+                "1",
+                "--keep-alive",
+                "300",
+                # gunicorn 27's control socket has one default path per user: two would clash.
+                "--no-control-socket",
+                "--bind",
+                f"127.0.0.1:{port}",
+                "bench.http_floor:application",
+            ],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_until_answering(self.process, port, "/", log)
+
+
+def wait_until_answering(
+    process: subprocess.Popen, port: int, path: str, log: IO[bytes], timeout: float = 60
+) -> None:
+    """Return once ``GET path`` answers 200 on the port; fail if the server exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        probe = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        try:
+            probe.request("GET", path)
+            if probe.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        finally:
+            probe.close()
+        if process.poll() is not None:
+            raise RuntimeError(f"gunicorn exited while starting; see {log.name}")
+        time.sleep(0.3)
+    raise RuntimeError(f"gunicorn did not become ready in {timeout:.0f} s")
 
 
 @dataclass
@@ -523,6 +604,8 @@ def planned_workers(raw: psycopg.Connection, sql: str, params: dict) -> int:
 
 
 Request = Callable[[Transport, int], bytes]
+# A row's floor: the same work as bare SQL for sample ``i``, or None for work that runs no SQL.
+Floor = Callable[[int], object] | None
 
 
 @dataclass
@@ -531,6 +614,7 @@ class Harness:
 
     http: Api
     local: InProcess
+    http_floor: Api
     meter: StatementMeter
     n: int
     warm: int
@@ -539,7 +623,7 @@ class Harness:
     def measure(
         self,
         request: Request,
-        floors: list[tuple[Row, Callable[[int], object]]],
+        floors: list[tuple[Row, Floor]],
         *,
         n: int | None = None,
         warm: int | None = None,
@@ -549,17 +633,25 @@ class Harness:
         """Warm up, time the sides interleaved, then count each side's statements.
 
         ``request(transport, i)`` is the API's work for sample ``i``; it runs over HTTP and in
-        this process alike. Each floor makes one row; the rows share the API and in-process
-        timings, so each floor is paired with the very same requests.
+        this process alike. The HTTP floor runs between them and the SQL floors, so every row
+        has its own next to its API samples. Each floor makes one row; the rows share the API,
+        in-process and HTTP-floor timings, so each floor is paired with the very same requests.
+        A floor of None (work that runs no SQL) is recorded as zero milliseconds and statements.
         """
         n = self.n if n is None else n
         warm = self.warm if warm is None else warm
         counted = self.counted if counted is None else counted
-        sides: list[tuple[str, Callable[[int], object]]] = [
-            ("api", lambda i: request(self.http, i)),
-            ("in_process", lambda i: request(self.local, i)),
-            *((f"floor {number}", floor) for number, (_, floor) in enumerate(floors)),
+        sql_floors = [
+            (f"floor {number}", floor)
+            for number, (_, floor) in enumerate(floors)
+            if floor is not None
         ]
+        api: tuple[str, Callable[[int], object]] = ("api", lambda i: request(self.http, i))
+        in_process = ("in_process", lambda i: request(self.local, i))
+        http_floor = ("http_floor", lambda _: self.http_floor.call("GET", "/", None))
+        sides = [api, in_process, http_floor, *sql_floors]
+        # The HTTP floor runs no statements: timed, never counted.
+        counted_sides = [api, in_process, *sql_floors]
         answer = None
         for i in range(warm):
             for name, side in sides:
@@ -571,20 +663,25 @@ class Harness:
             for name, side in sides if pair % 2 == 0 else reversed(sides):
                 times[name].append(timed(lambda side=side, i=i: side(i)))
         extra = range(warm + n, warm + n + counted)
-        statements = {name: self.meter.per_request(side, extra) for name, side in sides}
+        statements = {name: self.meter.per_request(side, extra) for name, side in counted_sides}
         described = describe(answer) if describe is not None and answer is not None else ""
         rows = []
-        for number, (row, _) in enumerate(floors):
-            floor = f"floor {number}"
-            row.api, row.in_process, row.floor = times["api"], times["in_process"], times[floor]
+        for number, (row, floor) in enumerate(floors):
+            name = f"floor {number}"
+            row.api, row.in_process = times["api"], times["in_process"]
+            row.http_floor = times["http_floor"]
+            row.floor = [0.0] * n if floor is None else times[name]
             row.statements = {side: statements[side] for side in SIDES}
-            row.statements["floor"] = statements[floor]
+            row.statements["floor"] = 0.0 if floor is None else statements[name]
             row.note = "; ".join(part for part in (described, row.note) if part)
+            pairs = row.pair_ratios()
             print(
                 f"  {row.tool}, {row.case}: API p50 {statistics.median(row.api):.1f} ms, "
                 f"in-process {statistics.median(row.in_process):.1f} ms, "
+                f"HTTP floor {statistics.median(row.http_floor):.2f} ms, "
                 f"floor {statistics.median(row.floor):.1f} ms, "
-                f"pairs {statistics.median(row.pair_ratios()):.1f}x, "
+                + (f"pairs {statistics.median(pairs):.1f}x, " if pairs else "")
+                + f"margin {statistics.median(row.margins()):.2f} ms, "
                 f"statements {count_cell(row.statements)}",
                 flush=True,
             )
@@ -758,8 +855,11 @@ def benchmark(args: argparse.Namespace) -> tuple[list[Row], dict[str, object]]:
     n, warm, counted = args.requests, args.warmup, args.statement_samples
     scene = prepare_scene(args.seed, rng, samples=n + warm + counted)
     words = corpus_vocabulary(args.seed)
-    cjk_word = seed_cjk(scene, args.seed, args.cjk_messages) if args.cjk_messages else None
-    cases = history_cases(words, args.history_query, cjk_word)
+    selected = set(args.only or TOOLS)
+    cases: list[HistoryCase] = []
+    if "search_history" in selected:
+        cjk_word = seed_cjk(scene, args.seed, args.cjk_messages) if args.cjk_messages else None
+        cases = history_cases(words, args.history_query, cjk_word)
     # No server-side prepared statements: a generic plan cannot see the search pattern, and
     # Django (client-side binding) never uses one either; the floor gets the same plans.
     raw = psycopg.connect(os.environ["DATABASE_URL"], autocommit=True, prepare_threshold=None)
@@ -773,116 +873,161 @@ def benchmark(args: argparse.Namespace) -> tuple[list[Row], dict[str, object]]:
     base = {"ws": ws, "agent": agent}
     logs = Path(tempfile.gettempdir()) / f"formation-bench-{os.getpid()}"
     log = logs.with_suffix(".gunicorn.log").open("wb")
+    floor_log = logs.with_suffix(".http-floor.log").open("wb")
     local_log = logs.with_suffix(".in-process.log").open("w")
     own_rss_start = rss_mib()
     # Request logs go to a file, as in production: written, but not to a terminal.
     server = Gunicorn(port=args.port, workers=args.gunicorn_workers, threads=args.threads, log=log)
     rss_start = server.worker_rss_mib()
+    floor_server: HttpFloorGunicorn | None = None
     rows: list[Row] = []
     try:
+        floor_port = free_port()
+        floor_server = HttpFloorGunicorn(port=floor_port, log=floor_log)
         client = Api(args.port)
         harness = Harness(
-            http=client, local=InProcess(local_log), meter=meter, n=n, warm=warm, counted=counted
+            http=client,
+            local=InProcess(local_log),
+            http_floor=Api(floor_port),
+            meter=meter,
+            n=n,
+            warm=warm,
+            counted=counted,
         )
 
         def agent_call(path: str) -> Request:
             return lambda transport, _: transport.call("GET", path, scene.agent_token)
 
+        if "healthz" in selected:
+            rows += harness.measure(
+                lambda transport, _: transport.call("GET", "/healthz", None),
+                [
+                    (
+                        Row(
+                            "healthz", "liveness probe", note="no SQL: its floor is the HTTP floor"
+                        ),
+                        None,
+                    )
+                ],
+            )
+
         for case in cases:
             rows.extend(search_history_rows(harness, raw, scene, case))
 
         mine = MEMBER.format(room="m.conversation_id")
-        for band, rank in SUBSTRINGS.items():
-            needle = words[rank - 1].upper()
-            literal = sql(
+        if "search_messages" in selected:
+            for band, rank in SUBSTRINGS.items():
+                needle = words[rank - 1].upper()
+                literal = sql(
+                    f"SELECT {SUMMARY} FROM messages_app_message AS m "
+                    f"WHERE m.workspace_id = %(ws)s AND m.deleted_at IS NULL AND {mine} "
+                    "AND upper(m.content) LIKE %(pattern)s "
+                    "ORDER BY m.created_at DESC, m.seq DESC, m.id DESC LIMIT %(limit)s",
+                    {**base, "pattern": f"%{needle}%", "limit": SEARCH_LIMIT},
+                )
+                search = agent_call(f"/api/v1/messages/search?query={needle}&limit={SEARCH_LIMIT}")
+                rows += harness.measure(
+                    search, [(Row("search_messages", f"{band} substring"), literal)], describe=found
+                )
+
+                def unindexed(i: int, literal=literal) -> object:
+                    """The same statement with the trigram index out of reach, on one core."""
+                    with raw.transaction():
+                        raw.execute("SET LOCAL enable_bitmapscan = off")
+                        raw.execute("SET LOCAL max_parallel_workers_per_gather = 0")
+                        return literal(i)
+
+                without_index = Row(
+                    "search_messages",
+                    f"{band} substring, floor without its index",
+                    note="the API against an unindexed scan on one core",
+                )
+                rows += harness.measure(
+                    search, [(without_index, unindexed)], n=max(n // 3, 5), warm=1
+                )
+
+        if "list_messages" in selected:
+            room = scene.big_room
+            page_sql = (
+                f"SELECT {SUMMARY}, c.live_message_count FROM messages_app_conversation AS c "
+                f"JOIN messages_app_message AS m ON m.conversation_id = c.id "
+                f"WHERE c.id = %(room)s AND c.workspace_id = %(ws)s "
+                f"AND {MEMBER.format(room='c.id')} "
+                "AND m.workspace_id = %(ws)s AND m.deleted_at IS NULL "
+                "ORDER BY m.created_at DESC, m.seq DESC LIMIT %(limit)s OFFSET %(offset)s"
+            )
+            deep = max(0, min(DEEP_OFFSET, room.live_message_count - PAGE))
+            for case, offset in (("first page", 0), (f"offset {deep:,}", deep)):
+                page = Row("list_messages", case, note=f"{room.live_message_count:,} messages")
+                rows += harness.measure(
+                    agent_call(
+                        f"/api/v1/messages?conversationId={room.id}&limit={PAGE}&offset={offset}"
+                    ),
+                    [
+                        (
+                            page,
+                            sql(
+                                page_sql, {**base, "room": room.id, "limit": PAGE, "offset": offset}
+                            ),
+                        )
+                    ],
+                )
+            # LATERAL, so the anchor's time bounds the timeline index scan instead of filtering it.
+            positional_sql = (
+                f"SELECT page.* FROM messages_app_message AS anchor CROSS JOIN LATERAL ("
                 f"SELECT {SUMMARY} FROM messages_app_message AS m "
-                f"WHERE m.workspace_id = %(ws)s AND m.deleted_at IS NULL AND {mine} "
-                "AND upper(m.content) LIKE %(pattern)s "
-                "ORDER BY m.created_at DESC, m.seq DESC, m.id DESC LIMIT %(limit)s",
-                {**base, "pattern": f"%{needle}%", "limit": SEARCH_LIMIT},
+                "WHERE m.workspace_id = %(ws)s AND m.conversation_id = %(room)s "
+                "AND m.deleted_at IS NULL AND m.created_at <= anchor.created_at "
+                "AND (m.created_at < anchor.created_at OR m.seq < anchor.seq) "
+                "ORDER BY m.created_at DESC, m.seq DESC LIMIT %(limit)s) AS page "
+                "WHERE anchor.id = %(anchor)s AND anchor.conversation_id = %(room)s "
+                "AND anchor.workspace_id = %(ws)s AND anchor.deleted_at IS NULL AND "
+                + MEMBER.format(room="anchor.conversation_id")
             )
-            search = agent_call(f"/api/v1/messages/search?query={needle}&limit={SEARCH_LIMIT}")
+            before = f"/api/v1/messages?conversationId={room.id}&limit={PAGE}&before="
             rows += harness.measure(
-                search, [(Row("search_messages", f"{band} substring"), literal)], describe=found
-            )
-
-            def unindexed(i: int, literal=literal) -> object:
-                """The same statement with the trigram index out of reach, on one core."""
-                with raw.transaction():
-                    raw.execute("SET LOCAL enable_bitmapscan = off")
-                    raw.execute("SET LOCAL max_parallel_workers_per_gather = 0")
-                    return literal(i)
-
-            without_index = Row(
-                "search_messages",
-                f"{band} substring, floor without its index",
-                note="the API against an unindexed scan on one core",
-            )
-            rows += harness.measure(search, [(without_index, unindexed)], n=max(n // 3, 5), warm=1)
-
-        room = scene.big_room
-        page_sql = (
-            f"SELECT {SUMMARY}, c.live_message_count FROM messages_app_conversation AS c "
-            f"JOIN messages_app_message AS m ON m.conversation_id = c.id "
-            f"WHERE c.id = %(room)s AND c.workspace_id = %(ws)s AND {MEMBER.format(room='c.id')} "
-            "AND m.workspace_id = %(ws)s AND m.deleted_at IS NULL "
-            "ORDER BY m.created_at DESC, m.seq DESC LIMIT %(limit)s OFFSET %(offset)s"
-        )
-        deep = max(0, min(DEEP_OFFSET, room.live_message_count - PAGE))
-        for case, offset in (("first page", 0), (f"offset {deep:,}", deep)):
-            page = Row("list_messages", case, note=f"{room.live_message_count:,} messages")
-            rows += harness.measure(
-                agent_call(
-                    f"/api/v1/messages?conversationId={room.id}&limit={PAGE}&offset={offset}"
+                lambda transport, i: transport.call(
+                    "GET", f"{before}{scene.anchors[i]}", scene.agent_token
                 ),
-                [(page, sql(page_sql, {**base, "room": room.id, "limit": PAGE, "offset": offset}))],
+                [
+                    (
+                        Row("list_messages", "before an anchor", note="random anchors"),
+                        lambda i: sql(
+                            positional_sql,
+                            {
+                                **base,
+                                "room": room.id,
+                                "anchor": scene.anchors[i],
+                                "limit": PAGE + 1,
+                            },
+                        )(),
+                    )
+                ],
             )
-        # LATERAL, so the anchor's time bounds the timeline index scan instead of filtering it.
-        positional_sql = (
-            f"SELECT page.* FROM messages_app_message AS anchor CROSS JOIN LATERAL ("
-            f"SELECT {SUMMARY} FROM messages_app_message AS m "
-            "WHERE m.workspace_id = %(ws)s AND m.conversation_id = %(room)s "
-            "AND m.deleted_at IS NULL AND m.created_at <= anchor.created_at "
-            "AND (m.created_at < anchor.created_at OR m.seq < anchor.seq) "
-            "ORDER BY m.created_at DESC, m.seq DESC LIMIT %(limit)s) AS page "
-            "WHERE anchor.id = %(anchor)s AND anchor.conversation_id = %(room)s "
-            "AND anchor.workspace_id = %(ws)s AND anchor.deleted_at IS NULL AND "
-            + MEMBER.format(room="anchor.conversation_id")
-        )
-        before = f"/api/v1/messages?conversationId={room.id}&limit={PAGE}&before="
-        rows += harness.measure(
-            lambda transport, i: transport.call(
-                "GET", f"{before}{scene.anchors[i]}", scene.agent_token
-            ),
-            [
-                (
-                    Row("list_messages", "before an anchor", note="random anchors"),
-                    lambda i: sql(
-                        positional_sql,
-                        {**base, "room": room.id, "anchor": scene.anchors[i], "limit": PAGE + 1},
-                    )(),
-                )
-            ],
-        )
-        get_sql = (
-            f"SELECT {SUMMARY} FROM messages_app_message AS m WHERE m.id = %(id)s "
-            f"AND m.workspace_id = %(ws)s AND m.deleted_at IS NULL AND {mine}"
-        )
-        rows += harness.measure(
-            lambda transport, i: transport.call(
-                "GET", f"/api/v1/messages/{scene.message_ids[i]}", scene.agent_token
-            ),
-            [
-                (
-                    Row("get_message", "by id", note="random visible messages"),
-                    lambda i: sql(get_sql, {**base, "id": scene.message_ids[i]})(),
-                )
-            ],
-        )
-        rows.append(bulk_ingest(harness, raw, scene, words, rng, args))
+        if "get_message" in selected:
+            get_sql = (
+                f"SELECT {SUMMARY} FROM messages_app_message AS m WHERE m.id = %(id)s "
+                f"AND m.workspace_id = %(ws)s AND m.deleted_at IS NULL AND {mine}"
+            )
+            rows += harness.measure(
+                lambda transport, i: transport.call(
+                    "GET", f"/api/v1/messages/{scene.message_ids[i]}", scene.agent_token
+                ),
+                [
+                    (
+                        Row("get_message", "by id", note="random visible messages"),
+                        lambda i: sql(get_sql, {**base, "id": scene.message_ids[i]})(),
+                    )
+                ],
+            )
+        if "bulk" in selected:
+            rows.append(bulk_ingest(harness, raw, scene, words, rng, args))
         rss_end = server.worker_rss_mib()
     finally:
+        if floor_server is not None:
+            floor_server.stop()
         server.stop()
+        floor_log.close()
         raw.close()
         meter.close()
         log.close()
@@ -890,7 +1035,7 @@ def benchmark(args: argparse.Namespace) -> tuple[list[Row], dict[str, object]]:
     context = {
         "messages": Message.objects.count(),
         "workspace": scene.workspace.slug,
-        "big_room": room.live_message_count,
+        "big_room": scene.big_room.live_message_count,
         "rss_start": rss_start,
         "rss_end": rss_end,
         "own_rss": (own_rss_start, rss_mib()),
@@ -1022,10 +1167,12 @@ def report(rows: list[Row], context: dict[str, object], args: argparse.Namespace
         f"`{context['workspace']}`; list_messages reads its largest room "
         f"({context['big_room']:,} live messages).",
         f"gunicorn (formation/gunicorn_conf.py): {args.gunicorn_workers} workers x "
-        f"{args.threads} threads; "
-        f"{args.requests} timed requests per row after {args.warmup} warm-up, API, in-process "
-        f"and floor interleaved request by request (A B B A); sequential client on loopback; "
-        f"load average at the end {load}.",
+        f"{args.threads} threads; HTTP floor (bench/http_floor.py, a fixed 12-byte JSON answer): "
+        f"gunicorn gthread, 1 worker x 1 thread. "
+        f"{args.requests} timed requests per row after {args.warmup} warm-up, API, in-process, "
+        f"HTTP floor and SQL floor interleaved request by request (A B B A); sequential client "
+        f"on loopback, one keep-alive connection per server; load average at the end {load}."
+        + (f" Only {', '.join(args.only)} (--only)." if args.only else ""),
         f"PostgreSQL: max_parallel_workers_per_gather = "
         f"{parallel['max_parallel_workers_per_gather']}, max_parallel_workers = "
         f"{parallel['max_parallel_workers']}; statements per request from pg_stat_statements "
@@ -1034,28 +1181,46 @@ def report(rows: list[Row], context: dict[str, object], args: argparse.Namespace
         f"Worker RSS (MiB): {rss_text(end)}; at the start {rss_text(start)}{replaced}. "
         f"This process (in-process side): {own_start:.0f} at the start, {own_end:.0f} at the end.",
         "",
-        "| tool | case | API p50 | p95 | p99 | in-process p50 | floor p50 | p95 | p99 "
-        "| ratio (median of pairs) | ratio of medians | statements/request | note |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|",
+        "| tool | case | API p50 | p95 | p99 | in-process p50 | HTTP floor p50 | floor p50 | p95 "
+        "| p99 | ratio (median of pairs) | ratio of medians "
+        f"| {MARGIN} (HTTP + SQL floor), median of pairs | statements/request | note |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|",
     ]
     for row in rows:
-        api = [percentile(row.api, q) for q in (0.5, 0.95, 0.99)]
-        floor = [percentile(row.floor, q) for q in (0.5, 0.95, 0.99)]
-        cells = [f"{value:.1f}" for value in (*api, percentile(row.in_process, 0.5), *floor)]
-        pairs = row.pair_ratios()
-        ratio = f"{statistics.median(pairs):.1f}x (p95 {percentile(pairs, 0.95):.1f}x)"
-        of_medians = statistics.median(row.api) / statistics.median(row.floor)
+        api = [f"{percentile(row.api, q):.1f}" for q in (0.5, 0.95, 0.99)]
+        floor = [f"{percentile(row.floor, q):.1f}" for q in (0.5, 0.95, 0.99)]
+        cells = [
+            *api,
+            f"{percentile(row.in_process, 0.5):.1f}",
+            f"{percentile(row.http_floor, 0.5):.2f}",
+            *floor,
+        ]
+        if row.has_sql_floor:
+            pairs = row.pair_ratios()
+            ratio = f"{statistics.median(pairs):.1f}x (p95 {percentile(pairs, 0.95):.1f}x)"
+            of_medians = f"{statistics.median(row.api) / statistics.median(row.floor):.1f}x"
+        else:
+            ratio = of_medians = "n/a"
+        margins = row.margins()
+        margin = f"{statistics.median(margins):.2f} (p95 {percentile(margins, 0.95):.2f})"
         lines.append(
-            f"| {row.tool} | {row.case} | {' | '.join(cells)} | {ratio} | {of_medians:.1f}x "
-            f"| {count_cell(row.statements)} | {row.note} |"
+            f"| {row.tool} | {row.case} | {' | '.join(cells)} | {ratio} | {of_medians} "
+            f"| {margin} | {count_cell(row.statements)} | {row.note} |"
         )
     lines += [
         "",
         "Times in milliseconds, nearest-rank percentiles. API: HTTP through gunicorn; "
         "in-process: the same request through the WSGI application in the benchmark's process; "
-        "the ratios are API over floor. Statements: top-level SQL statements the server ran per "
-        "request (BEGIN, COMMIT, SAVEPOINT and SET included), API / floor, the in-process count "
-        "shown where it differs from the API's.",
+        "HTTP floor: a request to an application that does nothing (bench/http_floor.py) under "
+        "gunicorn on loopback, timed next to every API request: what any Python server on this "
+        "machine costs at that moment. Floor: the same work as bare SQL (zero for healthz, which "
+        "runs none). The ratios are API over floor (n/a where the floor is zero). "
+        f"{MARGIN} (HTTP + SQL floor) is, sample by sample, what the service adds to both "
+        'floors (median, p95 in brackets), so a target stated as "API p50 ≤ HTTP floor + SQL '
+        'floor + X ms" moves with the machine on both sides. Statements: top-level SQL '
+        "statements the server ran per request (BEGIN, COMMIT, SAVEPOINT and SET included), "
+        "API / floor, the in-process count shown where it differs from the API's; the HTTP "
+        "floor runs none and is not counted.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -1105,14 +1270,20 @@ def main() -> None:
     )
     parser.add_argument("--gunicorn-workers", type=int, default=2, help="gunicorn workers.")
     parser.add_argument("--threads", type=int, default=2, help="Threads per gunicorn worker.")
+    parser.add_argument(
+        "--only",
+        choices=TOOLS,
+        action="append",
+        default=[],
+        metavar="TOOL",
+        help=f"Run only this tool's rows (repeatable; one of {', '.join(TOOLS)}; default all).",
+    )
     parser.add_argument("--output", type=Path, help="Write the Markdown table here too.")
     args = parser.parse_args()
     if args.requests < 1 or args.warmup < 0 or args.statement_samples < 1:
         parser.error("--requests and --statement-samples must be at least 1, --warmup at least 0")
     if not args.port:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            args.port = probe.getsockname()[1]
+        args.port = free_port()
     # A terminated benchmark still stops the gunicorn it started (the finally blocks run).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
 
