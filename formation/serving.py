@@ -7,9 +7,11 @@ than ``WEB_CONCURRENCY`` times ``GUNICORN_THREADS`` stop the probes and the API.
 asyncio worker does every socket read and write on its event loop instead, and this worker
 wraps the WSGI application for it:
 
-- ``BoundedRequests`` receives the whole body on the loop before a thread is used, then runs
-  the application in one of ``GUNICORN_THREADS`` threads (a2wsgi's pool) and writes its
-  answer back from the loop: a thread only ever runs application code.
+- ``BoundedRequests`` receives the whole body on the loop before a thread is used (a GET or
+  HEAD that declares no body has none to wait for), then runs the application in one of
+  ``GUNICORN_THREADS`` threads (``WaitingWSGI``) and writes its answer back from the loop: a
+  thread only ever runs application code, and an ordinary answer costs one hop into the
+  thread and one back.
 - An answer is collected on the loop, so the thread is free as soon as the application is
   done, unless it is *streamed*: produced piece by piece with no declared length (an export)
   and past ``RESPONSE_STREAM_THRESHOLD_BYTES``. Then what was collected is written and each
@@ -33,16 +35,18 @@ exactly like the REST API.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import io
 import json
 import logging
 import socket
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from a2wsgi import WSGIMiddleware
-from a2wsgi.wsgi import WSGIResponder
+from a2wsgi.wsgi import build_environ
 from gunicorn.asgi.protocol import ASGIProtocol
 from gunicorn.workers import gasgi
 
@@ -363,9 +367,22 @@ class BoundedRequests:
     ) -> None:
         """Run the application once the whole body is in. The body goes with this call's
         frame: it is no longer held, nor counted, once the application is done."""
-        deadline = asyncio.get_running_loop().time() + self.limits.body_timeout
-        data = await body.receive_all(receive, deadline)
+        data = b""
+        if _may_have_body(scope):
+            deadline = asyncio.get_running_loop().time() + self.limits.body_timeout
+            data = await body.receive_all(receive, deadline)
         await self.app(_known_length(scope, len(data)), _replay(data, receive), answer.send)
+
+
+BODILESS_METHODS = ("GET", "HEAD")
+
+
+def _may_have_body(scope: Scope) -> bool:
+    """False for a GET or HEAD that declares no body (no Content-Length, no Transfer-Encoding):
+    HTTP/1.1 gives such a request none, so there is nothing to wait for."""
+    if scope.get("method") not in BODILESS_METHODS:
+        return True
+    return any(name in (b"content-length", b"transfer-encoding") for name, _ in scope["headers"])
 
 
 def _replay(data: bytes, receive: Receive) -> Receive:
@@ -380,35 +397,167 @@ def _replay(data: bytes, receive: Receive) -> Receive:
     return receive_buffered
 
 
-class WaitingResponder(WSGIResponder):
-    """a2wsgi's responder, except that the application's thread hands each message to
-    ``send`` itself and waits until it returns.
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
-    a2wsgi's thread puts messages on a queue of ``send_queue_size`` that a task empties into
-    ``send``: the thread would run that many pieces ahead of the client, and when ``send``
-    failed nothing would empty the queue again, so the thread would wait on it for ever. Here
-    the thread waits exactly as long as ``Answer.send`` makes it (not at all while an answer
-    is collected), and an ``Abandoned`` from it is raised in the thread, which stops. a2wsgi's
-    queue then only carries its end marker.
+
+class WaitingWSGI:
+    """The WSGI application in ``workers`` threads, as the ASGI application ``BoundedRequests``
+    runs: one hop into a thread and one back for an ordinary answer.
+
+    The thread collects the status, the headers and the first piece; when the application has
+    no second piece (Django builds an answer whole) all of it goes back to the loop at once,
+    and the thread then closes the application's iterable (Django's ``request_finished``:
+    the connection back to its pool) while the loop writes the answer, so the client never
+    waits for that. An answer of several pieces goes to ``send`` (``Answer.send``) piece by
+    piece, the thread waiting until each returns: not at all while the answer is collected,
+    until the kernel has the piece once it is streamed; an ``Abandoned`` from it is raised in
+    the thread, which stops there. The thread never runs ahead of ``send`` by more than the
+    first piece, so a streamed answer is produced only as fast as the client takes it.
     """
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        self.deliver = send
-        await super().__call__(scope, receive, send)
-
-    def send(self, message: Message | None) -> None:
-        asyncio.run_coroutine_threadsafe(self.deliver(message), loop=self.loop).result()
-
-
-class WaitingWSGI(WSGIMiddleware):
-    """a2wsgi's WSGI-to-ASGI adapter with ``WaitingResponder`` for HTTP."""
+    def __init__(self, app: WSGIApp, workers: int) -> None:
+        self.app = app
+        self.executor = ThreadPoolExecutor(thread_name_prefix="WSGI", max_workers=workers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await super().__call__(scope, receive, send)
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
             return
-        responder = WaitingResponder(self.app, self.executor, self.send_queue_size)
-        await responder(scope, receive, send)
+        if scope["type"] != "http":
+            await send({"type": "websocket.close", "code": 1000})
+            return
+        body = await _whole_body(receive)
+        exchange = _Exchange(asyncio.get_running_loop(), send)
+        environ = build_environ(scope, io.BytesIO(body))  # type: ignore[arg-type]
+        context = contextvars.copy_context()
+        self.executor.submit(context.run, exchange.run, self.app, environ)
+        for message in await exchange.last:
+            await send(message)
+
+
+async def _whole_body(receive: Receive) -> bytes:
+    """The request's body: ``BoundedRequests`` has it all, so this costs no wait."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise ClientGone
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    """Nothing to start or stop: Django is set up when the worker loads the application."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+class _Exchange:
+    """One request between the loop and the thread that runs the application.
+
+    ``last`` is the loop's future of the answer's last messages: the thread resolves it
+    once, with them (or with the error that stopped the application), and never waits for it.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, send: Send) -> None:
+        self.loop = loop
+        self.send = send
+        self.last: asyncio.Future[list[Message]] = loop.create_future()
+        self.start: Message | None = None
+        self.started = False
+
+    def start_response(
+        self, status: str, headers: list[tuple[str, str]], exc_info: Any = None
+    ) -> Callable[[bytes], None]:
+        if exc_info is not None and self.started:
+            raise exc_info[1].with_traceback(exc_info[2])
+        self.start = {
+            "type": "http.response.start",
+            "status": int(status.split(" ", 1)[0]),
+            "headers": [
+                (name.strip().encode("latin1").lower(), value.strip().encode("latin1"))
+                for name, value in headers
+            ],
+        }
+        return self._write
+
+    def run(self, app: WSGIApp, environ: dict[str, Any]) -> None:
+        """In the thread: the application, its pieces handed over, its iterable closed.
+
+        A whole answer is handed over before the iterable is closed; a streamed one, or an
+        error, only after: the request is not over until the application has stopped."""
+        iterable: Iterable[bytes] = ()
+        outcome: list[Message] | BaseException | None = None
+        try:
+            iterable = app(environ, self.start_response)
+            pieces = iter(iterable)
+            first = next(pieces, None)
+            following = next(pieces, None) if first is not None else None
+            if following is None:
+                self._resolve(self._with_start([_piece(first or b"", more=False)]))
+                return
+            self._deliver([_piece(first, more=True)])  # type: ignore[arg-type]
+            while following is not None:
+                self._deliver([_piece(following, more=True)])
+                following = next(pieces, None)
+            outcome = [_piece(b"", more=False)]
+        except BaseException as error:
+            outcome = error
+        finally:
+            close = getattr(iterable, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:
+                    logger.exception("closing the application's answer failed")
+            if outcome is not None:
+                self._resolve(outcome)
+
+    def _write(self, chunk: bytes) -> None:
+        """WSGI's ``write()``: a piece handed over at once."""
+        self._deliver([_piece(chunk, more=True)])
+
+    def _with_start(self, messages: list[Message]) -> list[Message]:
+        """``messages`` after the answer's start, the first time anything is handed over."""
+        if self.started:
+            return messages
+        if self.start is None:
+            raise RuntimeError("The application answered before calling start_response.")
+        self.started = True
+        return [self.start, *messages]
+
+    def _deliver(self, messages: list[Message]) -> None:
+        """Hand pieces to ``send`` and wait until it returns (raising what it raised)."""
+        asyncio.run_coroutine_threadsafe(
+            self._send_all(self._with_start(messages)), self.loop
+        ).result()
+
+    async def _send_all(self, messages: list[Message]) -> None:
+        for message in messages:
+            await self.send(message)
+
+    def _resolve(self, outcome: list[Message] | BaseException) -> None:
+        self.loop.call_soon_threadsafe(_settle, self.last, outcome)
+
+
+def _piece(body: bytes, *, more: bool) -> Message:
+    return {"type": "http.response.body", "body": body, "more_body": more}
+
+
+def _settle(future: asyncio.Future, outcome: list[Message] | BaseException) -> None:
+    """On the loop: the request's last messages, unless it was given up on meanwhile."""
+    if future.done():
+        return
+    if isinstance(outcome, BaseException):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
 
 
 class BoundedProtocol(ASGIProtocol):
