@@ -12,7 +12,8 @@ and the request's first statement carries it (``claim_statement_timeout``: the t
 reads it into its own statement as ``set_config``, session level, because the view's
 transactions open and close after it). Any other first statement gets a ``SET`` of its own
 just before it (``apply_pending_timeout``), so no statement of the request ever runs
-unbounded. The reset is one short round trip at the end.
+unbounded. The reset is one short round trip when the response is closed, before the
+connection goes back to the pool: the server has handed the answer to the client by then.
 
 A cancelled statement raises ``psycopg.errors.QueryCanceled`` (an ``OperationalError``), which
 ``formation.errors`` answers as 503 ``unavailable``.
@@ -173,6 +174,17 @@ class StatementTimeoutMiddleware:
             return api_error_response(Unavailable())
         try:
             with connection.execute_wrapper(apply_pending_timeout):
-                return self.get_response(request)
-        finally:
+                response = self.get_response(request)
+        except BaseException:
             reset_statement_timeout()
+            raise
+        if response.streaming:
+            # Its statements run while it is written, after this returns: unbounded, as before.
+            reset_statement_timeout()
+        else:
+            # Django runs a response's closers when the server closes it, before
+            # ``request_finished`` returns the connection to the pool (the test client does
+            # the same before it returns): the reset is done by then, but the client no
+            # longer waits for it (formation/serving.py writes the answer first).
+            response._resource_closers.append(reset_statement_timeout)
+        return response

@@ -9,6 +9,7 @@ can quote a row) ever reaches the output. This module imports nothing from Djang
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
 import logging
 import traceback
@@ -26,10 +27,12 @@ REQUEST_FIELDS = ("request_id", "token_kind", "endpoint", "method", "status", "d
 NAMED_GROUP = "(?P<"
 
 
+@functools.cache
 def route_pattern(route: str) -> str:
     """A resolver route as a readable pattern: regex groups ``(?P<pk>…)`` become ``<pk>``.
 
-    DRF's routers register regular expressions; path() routes pass through unchanged.
+    DRF's routers register regular expressions; path() routes pass through unchanged. Cached:
+    the routes are the URLconf's, a fixed set, and every request's log line names one.
     """
     out: list[str] = []
     i = 0
