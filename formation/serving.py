@@ -35,6 +35,7 @@ exactly like the REST API.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import io
 import json
@@ -375,12 +376,14 @@ class BoundedRequests:
 
 
 BODILESS_METHODS = ("GET", "HEAD")
+HTTP_1 = ("1.0", "1.1")
 
 
 def _may_have_body(scope: Scope) -> bool:
-    """False for a GET or HEAD that declares no body (no Content-Length, no Transfer-Encoding):
-    HTTP/1.1 gives such a request none, so there is nothing to wait for."""
-    if scope.get("method") not in BODILESS_METHODS:
+    """False for an HTTP/1 GET or HEAD that declares no body (no Content-Length, no
+    Transfer-Encoding): HTTP/1 frames such a request with none, so there is nothing to wait
+    for. Any other protocol version is waited for as before."""
+    if scope.get("method") not in BODILESS_METHODS or scope.get("http_version") not in HTTP_1:
         return True
     return any(name in (b"content-length", b"transfer-encoding") for name, _ in scope["headers"])
 
@@ -398,6 +401,8 @@ def _replay(data: bytes, receive: Receive) -> Receive:
 
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+# How often a thread waiting for the loop to take a piece checks that the loop still runs.
+LOOP_CHECK_SECONDS = 1.0
 
 
 class WaitingWSGI:
@@ -430,8 +435,15 @@ class WaitingWSGI:
         exchange = _Exchange(asyncio.get_running_loop(), send)
         environ = build_environ(scope, io.BytesIO(body))  # type: ignore[arg-type]
         context = contextvars.copy_context()
-        self.executor.submit(context.run, exchange.run, self.app, environ)
-        for message in await exchange.last:
+        job = self.executor.submit(context.run, exchange.run, self.app, environ)
+        try:
+            messages = await exchange.last
+        except asyncio.CancelledError:
+            # Given up on (the client left, the worker stops): a request still waiting for a
+            # thread never runs. One already running finishes and closes its answer.
+            job.cancel()
+            raise
+        for message in messages:
             await send(message)
 
 
@@ -510,14 +522,16 @@ class _Exchange:
         except BaseException as error:
             outcome = error
         finally:
-            close = getattr(iterable, "close", None)
-            if close is not None:
-                try:
-                    close()
-                except Exception:
-                    logger.exception("closing the application's answer failed")
-            if outcome is not None:
-                self._resolve(outcome)
+            try:
+                close = getattr(iterable, "close", None)
+                if close is not None:
+                    try:
+                        close()
+                    except Exception:
+                        logger.exception("closing the application's answer failed")
+            finally:
+                if outcome is not None:
+                    self._resolve(outcome)
 
     def _write(self, chunk: bytes) -> None:
         """WSGI's ``write()``: a piece handed over at once."""
@@ -533,17 +547,28 @@ class _Exchange:
         return [self.start, *messages]
 
     def _deliver(self, messages: list[Message]) -> None:
-        """Hand pieces to ``send`` and wait until it returns (raising what it raised)."""
-        asyncio.run_coroutine_threadsafe(
+        """Hand pieces to ``send`` and wait until it returns (raising what it raised); a loop
+        that stopped meanwhile (the worker exits) will never run it: ``Abandoned``."""
+        sending = asyncio.run_coroutine_threadsafe(
             self._send_all(self._with_start(messages)), self.loop
-        ).result()
+        )
+        while True:
+            try:
+                sending.result(timeout=LOOP_CHECK_SECONDS)
+                return
+            except TimeoutError:
+                if not self.loop.is_running():
+                    sending.cancel()
+                    raise Abandoned from None
 
     async def _send_all(self, messages: list[Message]) -> None:
         for message in messages:
             await self.send(message)
 
     def _resolve(self, outcome: list[Message] | BaseException) -> None:
-        self.loop.call_soon_threadsafe(_settle, self.last, outcome)
+        # A closed loop raises RuntimeError: the worker is gone, and nobody waits for this.
+        with contextlib.suppress(RuntimeError):
+            self.loop.call_soon_threadsafe(_settle, self.last, outcome)
 
 
 def _piece(body: bytes, *, more: bool) -> Message:

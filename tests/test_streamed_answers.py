@@ -1,6 +1,7 @@
 """Streamed answers (exports) behind the production worker (formation/serving.py, ``Answer``).
 
-In process, with a2wsgi's pool and a WSGI application of counted pieces: once an answer is
+In process, with the worker's thread pool (``WaitingWSGI``) and a WSGI application of counted
+pieces: once an answer is
 streamed, the application's thread produces only as fast as the client takes it, and a client
 that stops taking it, or takes too long in all, gets its connection aborted while the thread
 stops at its next piece. Against real gunicorn with the production configuration: a 100,000
@@ -117,7 +118,7 @@ class Client:
 
 
 async def serve(app: Pieces, client: Client, limits: ServingLimits = LIMITS) -> float:
-    """One request through ``BoundedRequests`` and a2wsgi's pool; the seconds it took."""
+    """One request through ``BoundedRequests`` and ``WaitingWSGI``; the seconds it took."""
     started = time.monotonic()
     middleware = BoundedRequests(WaitingWSGI(app, workers=2), limits)
     await middleware(client.scope(), body_of(), client.send)
@@ -160,6 +161,43 @@ def test_a_client_gone_mid_stream_stops_the_application_at_its_next_piece():
     assert app.closed
     assert app.produced <= 31
     assert seconds < LIMITS.send_timeout
+
+
+def test_a_request_given_up_on_while_it_waits_for_a_thread_never_runs():
+    """gunicorn cancels a request's task when its client leaves or the worker stops: one still
+    waiting for a thread is dropped, while the one already running finishes and is closed."""
+    started: list[str] = []
+    release = threading.Event()
+
+    class Recorded(Pieces):
+        def __call__(self, environ: dict, start_response) -> Iterator[bytes]:
+            started.append(environ["PATH_INFO"])
+            release.wait(5)
+            return super().__call__(environ, start_response)
+
+    app = Recorded(1)
+
+    async def scenario() -> None:
+        middleware = BoundedRequests(WaitingWSGI(app, workers=1), LIMITS)
+
+        def request(path: str) -> asyncio.Task:
+            client = Client()
+            scope = {**client.scope(), "path": path}
+            return asyncio.create_task(middleware(scope, body_of(), client.send))
+
+        running = request("/running")
+        await asyncio.sleep(0.1)
+        waiting = request("/waiting")
+        await asyncio.sleep(0.1)
+        running.cancel()
+        waiting.cancel()
+        await asyncio.gather(running, waiting, return_exceptions=True)
+        release.set()
+        await asyncio.sleep(0.3)
+
+    asyncio.run(scenario())
+    assert started == ["/running"]
+    assert app.closed
 
 
 def test_a_send_waiting_on_a_client_that_leaves_is_woken():
