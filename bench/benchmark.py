@@ -465,27 +465,36 @@ class HttpFloorGunicorn(Gunicorn):
 
     def __init__(self, *, port: int, log: IO[bytes]) -> None:
         self.process = subprocess.Popen(
-            [
-                str(Path(sys.executable).with_name("gunicorn")),
-                "--worker-class",
-                "gthread",
-                "--workers",
-                "1",
-                "--threads",
-                "1",
-                "--keep-alive",
-                "300",
-                # gunicorn 27's control socket has one default path per user: two would clash.
-                "--no-control-socket",
-                "--bind",
-                f"127.0.0.1:{port}",
-                "bench.http_floor:application",
-            ],
+            gthread_command(HTTP_FLOOR_APP, f"127.0.0.1:{port}", threads=1),
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
         wait_until_answering(self.process, port, "/", log)
+
+
+HTTP_FLOOR_APP = "bench.http_floor:application"
+
+
+def gthread_command(app: str, bind: str, *, threads: int) -> list[str]:
+    """gunicorn's threaded worker serving ``app``: one process of ``threads`` threads, the API
+    side's long keep-alive, no access log."""
+    return [
+        str(Path(sys.executable).with_name("gunicorn")),
+        "--worker-class",
+        "gthread",
+        "--workers",
+        "1",
+        "--threads",
+        str(threads),
+        "--keep-alive",
+        "300",
+        # gunicorn 27's control socket has one default path per user: two would clash.
+        "--no-control-socket",
+        "--bind",
+        bind,
+        app,
+    ]
 
 
 def wait_until_answering(

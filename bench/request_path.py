@@ -33,7 +33,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,21 +98,6 @@ def child(paths: dict[str, str], token: str) -> None:
                 json.dumps({"calls": stats.total_calls / count, "top": top[-PROFILE_LINES:]}),
                 flush=True,
             )
-
-
-@contextmanager
-def worktree(commit: str):
-    folder = Path(tempfile.mkdtemp(prefix="request-path-before-"))
-    subprocess.run(
-        ["git", "worktree", "add", "--detach", str(folder), commit],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-    )
-    try:
-        yield folder
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(folder)], cwd=ROOT)
 
 
 class Side:
@@ -182,6 +166,8 @@ def main() -> None:
 
     django.setup()
     paths, token = scene_paths(args.seed)
+    from serving import worktree
+
     lines = [
         f"In process, {args.rounds} rounds of {args.requests} requests per tool and side, the "
         f"sides taking turns; before = {args.before}, after = this checkout. Times in ms "

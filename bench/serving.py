@@ -40,10 +40,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchmark import free_port, percentile, wait_until_answering
+from benchmark import (
+    HTTP_FLOOR_APP,
+    free_port,
+    gthread_command,
+    percentile,
+    wait_until_answering,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
-FLOOR_APP = "bench.http_floor:application"
 PROJECT_APP = "formation.wsgi:application"
 
 
@@ -95,19 +100,7 @@ def candidates(before: Path | None) -> list[Candidate]:
     found.append(
         Candidate(
             "gunicorn gthread 1x4",
-            [
-                gunicorn_binary(),
-                "-k",
-                "gthread",
-                "--threads",
-                "4",
-                "--keep-alive",
-                "300",
-                "--no-control-socket",
-                "--bind",
-                "127.0.0.1:{port}",
-                "{app}",
-            ],
+            gthread_command("{app}", "127.0.0.1:{port}", threads=4),
         )
     )
     if importlib.util.find_spec("granian"):
@@ -191,7 +184,7 @@ def start(candidate: Candidate, app: str, path: str, log) -> Side:
     )
     wait_until_answering(process, port, path, log)
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    label = f"{candidate.name} / {'floor app' if app == FLOOR_APP else path}"
+    label = f"{candidate.name} / {'floor app' if app == HTTP_FLOOR_APP else path}"
     return Side(label, path, process, connection)
 
 
@@ -218,25 +211,13 @@ def worktree(commit: str | None) -> Iterator[Path | None]:
 def run(rounds: int, warmup: int, before: Path | None, log) -> tuple[Side, list[Side]]:
     http_floor = Candidate(
         "HTTP floor: gunicorn gthread 1x1",
-        [
-            gunicorn_binary(),
-            "-k",
-            "gthread",
-            "--threads",
-            "1",
-            "--keep-alive",
-            "300",
-            "--no-control-socket",
-            "--bind",
-            "127.0.0.1:{port}",
-            "{app}",
-        ],
+        gthread_command("{app}", "127.0.0.1:{port}", threads=1),
     )
-    floor = start(http_floor, FLOOR_APP, "/", log)
+    floor = start(http_floor, HTTP_FLOOR_APP, "/", log)
     sides = []
     try:
         for candidate in candidates(before):
-            sides.append(start(candidate, FLOOR_APP, "/", log))
+            sides.append(start(candidate, HTTP_FLOOR_APP, "/", log))
             sides.append(start(candidate, PROJECT_APP, "/healthz", log))
         everyone = [floor, *sides]
         for index in range(warmup + rounds):
