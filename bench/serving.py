@@ -91,6 +91,28 @@ def project_worker(name: str, loop: str, cwd: Path = ROOT) -> Candidate:
     )
 
 
+def wsgi_server(name: str, label: str, *options: str) -> Candidate | None:
+    """``name``'s WSGI interface on loopback, if it is installed (measured, never used)."""
+    if importlib.util.find_spec(name) is None:
+        return None
+    return Candidate(
+        label,
+        [
+            str(Path(sys.executable).with_name(name)),
+            "--interface",
+            "wsgi",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "{port}",
+            "--log-level",
+            "warning",
+            *options,
+            "{app}",
+        ],
+    )
+
+
 def candidates(before: Path | None) -> list[Candidate]:
     found = [project_worker("BoundedWorker, asyncio loop", "asyncio")]
     if importlib.util.find_spec("uvloop"):
@@ -103,48 +125,11 @@ def candidates(before: Path | None) -> list[Candidate]:
             gthread_command("{app}", "127.0.0.1:{port}", threads=4),
         )
     )
-    if importlib.util.find_spec("granian"):
-        found.append(
-            Candidate(
-                "granian wsgi 1x4",
-                [
-                    str(Path(sys.executable).with_name("granian")),
-                    "--interface",
-                    "wsgi",
-                    "--workers",
-                    "1",
-                    "--blocking-threads",
-                    "4",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    "{port}",
-                    "--log-level",
-                    "warning",
-                    "{app}",
-                ],
-            )
-        )
-    if importlib.util.find_spec("uvicorn"):
-        found.append(
-            Candidate(
-                "uvicorn wsgi",
-                [
-                    str(Path(sys.executable).with_name("uvicorn")),
-                    "--interface",
-                    "wsgi",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    "{port}",
-                    "--log-level",
-                    "warning",
-                    "--timeout-keep-alive",
-                    "300",
-                    "{app}",
-                ],
-            )
-        )
+    extra = (
+        wsgi_server("granian", "granian wsgi 1x4", "--workers", "1", "--blocking-threads", "4"),
+        wsgi_server("uvicorn", "uvicorn wsgi", "--timeout-keep-alive", "300"),
+    )
+    found += [candidate for candidate in extra if candidate is not None]
     return found
 
 
