@@ -251,20 +251,6 @@ def sdk_scope(scope: Scope, body_length: int) -> Scope:
     return {**scope, "headers": headers}
 
 
-def replay(body: bytes, receive: Receive) -> Receive:
-    """A ``receive`` that hands over ``body`` (already read) once, then the client's events."""
-    pending = True
-
-    async def replayed() -> Message:
-        nonlocal pending
-        if pending:
-            pending = False
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replayed
-
-
 def scrubbed_error(error: Any) -> dict[str, Any]:
     """A JSON-RPC error object with our sentence for its code; of its data only the supported
     protocol versions survive (a client negotiating a version needs them, and they are ours)."""

@@ -49,6 +49,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from formation.asgi_body import replay
 from formation.auth import Caller, IsAgentOrRunToken
 from formation.db_timeouts import api_statement_timeout
 from formation.errors import (
@@ -69,7 +70,6 @@ from formation.mcp_envelope import (
     check_message,
     parse_message,
     read_body,
-    replay,
     sdk_scope,
 )
 from formation.request_logging import KNOWN_METHODS, SANE_REQUEST_ID

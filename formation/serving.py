@@ -51,6 +51,8 @@ from a2wsgi.wsgi import build_environ
 from gunicorn.asgi.protocol import ASGIProtocol
 from gunicorn.workers import gasgi
 
+from formation.asgi_body import replay
+
 logger = logging.getLogger("formation.serving")
 
 Scope = dict[str, Any]
@@ -372,7 +374,7 @@ class BoundedRequests:
         if _may_have_body(scope):
             deadline = asyncio.get_running_loop().time() + self.limits.body_timeout
             data = await body.receive_all(receive, deadline)
-        await self.app(_known_length(scope, len(data)), _replay(data, receive), answer.send)
+        await self.app(_known_length(scope, len(data)), replay(data, receive), answer.send)
 
 
 BODILESS_METHODS = ("GET", "HEAD")
@@ -386,18 +388,6 @@ def _may_have_body(scope: Scope) -> bool:
     if scope.get("method") not in BODILESS_METHODS or scope.get("http_version") not in HTTP_1:
         return True
     return any(name in (b"content-length", b"transfer-encoding") for name, _ in scope["headers"])
-
-
-def _replay(data: bytes, receive: Receive) -> Receive:
-    """The buffered body as one message; after it, the client's own (disconnect) messages."""
-    pending = [{"type": "http.request", "body": data, "more_body": False}]
-
-    async def receive_buffered() -> Message:
-        if pending:
-            return pending.pop()
-        return await receive()
-
-    return receive_buffered
 
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]

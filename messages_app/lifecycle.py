@@ -47,6 +47,7 @@ from audit_app.lifecycle import (
 from audit_app.models import LifecycleAction, LifecycleOutcome, LifecycleSubject
 from formation import metrics
 from formation.errors import InvalidArguments, LegalHoldActive, NotFound
+from formation.sql import transaction_advisory_lock
 from messages_app.models import (
     MAX_RETENTION_DAYS,
     Account,
@@ -88,9 +89,9 @@ def check_batch_size(batch_size: int) -> int:
 
 def _hold_lock(workspace_id: uuid.UUID, *, exclusive: bool) -> None:
     """The workspace's hold lock until the transaction ends (see the module's docstring)."""
-    function = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {function}(%s, hashtext(%s))", [HOLD_LOCK_SPACE, str(workspace_id)])
+    transaction_advisory_lock(
+        "%s, hashtext(%s)", [HOLD_LOCK_SPACE, str(workspace_id)], exclusive=exclusive
+    )
 
 
 def _covering_hold(workspace_id: uuid.UUID, conversations: str, params: list) -> uuid.UUID | None:

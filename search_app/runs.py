@@ -31,6 +31,7 @@ from formation.auth import Caller
 from formation.bulk_insert import insert_rows
 from formation.errors import DeliveryBlocked, Forbidden, InvalidArguments
 from formation.fields import camel_case
+from formation.sql import transaction_advisory_lock
 from formation.tools import ToolCall
 from messages_app.models import (
     Account,
@@ -159,10 +160,8 @@ def run_lock(
 def _coordinator_run_lock(run_id: uuid.UUID, *, exclusive: bool) -> None:
     """A transaction-level advisory lock on the coordinator, keyed by the run's id (the first
     64 bits of the UUID: collisions only make two runs wait for each other)."""
-    function = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
     key = int.from_bytes(uuid.UUID(str(run_id)).bytes[:8], "big", signed=True)
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {function}(%s)", [key])
+    transaction_advisory_lock("%s", [key], exclusive=exclusive)
 
 
 def run_evidence_record(
