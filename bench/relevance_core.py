@@ -35,9 +35,9 @@ from messages_app.services import (
     messages_create,
     workspace_create,
 )
-from search_app.queries import HistoryFilters
+from search_app.queries import HistoryFilters, HistorySearch
 from search_app.runs import run_create
-from search_app.services import HistorySearch, search_history
+from search_app.services import search_history
 
 # LoCoMo's categories with their answer in the conversation; 5 (adversarial) has none.
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}

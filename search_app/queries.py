@@ -53,6 +53,7 @@ from django.db import connection
 from formation import prepared
 from messages_app.models import Account, Agent, RunEvidence
 from messages_app.selectors import SUMMARY_COLUMNS, MessageRow
+from search_app.limits import Budget
 from search_app.models import AgentMemory, MessageSearchDocument, RunMemory
 from search_app.perspective import (
     CONVERSATIONS,
@@ -151,6 +152,17 @@ class HistoryResult:
     seen: set
     exclusions: dict[str, int]
     capped: bool
+
+
+@dataclass
+class HistorySearch:
+    """What a search_history call answers: the hits the budget let through, their highlight
+    offsets, the budget after it, and how many hits the budget cut."""
+
+    hits: list[Hit]
+    highlights: list[list[list[int]]]
+    budget: Budget
+    trimmed: int
 
 
 def _filter_sql(filters: HistoryFilters, row: str = "d") -> str:

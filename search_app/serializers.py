@@ -3,7 +3,7 @@ on the wire), each shape a ``formation.shapes.Shape``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rest_framework import serializers
 
@@ -19,10 +19,7 @@ from search_app.limits import (
     MAX_MEMORIES,
     Budget,
 )
-from search_app.queries import SPEAKERS, WEIGHTS, HistoryFilters, Hit
-
-if TYPE_CHECKING:
-    from search_app.services import HistorySearch
+from search_app.queries import SPEAKERS, WEIGHTS, HistoryFilters, HistorySearch, Hit
 
 RANKING_NAMES = list(WEIGHTS)
 

@@ -14,7 +14,6 @@ never returned.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
@@ -30,20 +29,12 @@ from messages_app.models import Conversation, Message, MessageLineage, MessageLi
 from search_app.limits import EVIDENCE_BUDGET, Budget
 from search_app.models import AgentMemory, MemoryLineage, MemoryRoom, RunMemory
 from search_app.perspective import Perspective
-from search_app.queries import HistoryFilters, Hit, history_read, memory_hits
+from search_app.queries import HistoryFilters, HistorySearch, Hit, history_read, memory_hits
 from search_app.runs import run_evidence_record, run_lock, run_sources
 from search_app.serializers import SearchLimitDetails, ranking
 from search_app.text import highlights, parse_query
 
 SEARCH_TOOL = "search_history"
-
-
-@dataclass
-class HistorySearch:
-    hits: list[Hit]
-    highlights: list[list[list[int]]]
-    budget: Budget
-    trimmed: int
 
 
 def _spend(hits: list[Hit], seen: set, remaining: int) -> tuple[list[Hit], list, int]:
