@@ -402,7 +402,7 @@ class Message(TenantModel):
             ),
             # search_messages across the agent's rooms, newest first: for a common substring
             # the planner walks this backwards and stops at `limit` matches, instead of
-            # rechecking every trigram match and sorting them (1M corpus: 560 ms -> 2 ms).
+            # rechecking every trigram match and sorting them (BENCHMARKS.md has the figures).
             # No id column: ties on (created_at, seq) are rare and sorted on the fly, and an
             # index ending in id could be picked for `id = ...` lookups over a whole workspace.
             models.Index(

@@ -419,11 +419,11 @@ def _search_statement(*, one_room: bool, lens: RunLens | None = None) -> str:
     the whole history searched, through the ``message_content_trgm`` index; the one-time filter
     on the walk's count keeps PostgreSQL from even starting that step when the walk sufficed.
     The walk reads the workspace's timeline, not the rooms' (for which the planner would have to
-    guess how many rooms there are, and got 47 for 178 and sorted 164,000 rows), so its cost is
-    bounded whatever the agent's rooms. ``UPPER(content) LIKE UPPER(pattern)`` with ``%``,
-    ``_`` and ``\\`` escaped is a case-insensitive literal substring match. A strict run's
-    lens keeps, in both steps, only what the run may receive (the walk reads whole rows then,
-    which its rules need).
+    guess how many rooms there are, and a low guess sorts every message of them: BENCHMARKS.md),
+    so its cost is bounded whatever the agent's rooms. ``UPPER(content) LIKE UPPER(pattern)``
+    with ``%``, ``_`` and ``\\`` escaped is a case-insensitive literal substring match. A strict
+    run's lens keeps, in both steps, only what the run may receive (the walk reads whole rows
+    then, which its rules need).
     """
     room = "AND conversation_id = %(room)s" if one_room else ""
     walked = summary_columns("m") if lens is None else "m.*"

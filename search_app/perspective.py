@@ -29,7 +29,7 @@ call by one statement (``scope_statement``, which also locks the run), never cac
 calls, so a link revoked or a reader added a moment ago already counts.
 
 Why hand-written SQL rather than the ORM: these rules nest four levels of correlated subqueries,
-and compiling them through the ORM cost 20-50 ms per call, several times the query itself.
+and compiling them through the ORM cost several times the query itself (BENCHMARKS.md).
 """
 
 from __future__ import annotations
