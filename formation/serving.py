@@ -51,13 +51,11 @@ from a2wsgi.wsgi import build_environ
 from gunicorn.asgi.protocol import ASGIProtocol
 from gunicorn.workers import gasgi
 
-from formation.asgi_body import replay
+from formation.asgi_body import Message, Receive, replay
 
 logger = logging.getLogger("formation.serving")
 
 Scope = dict[str, Any]
-Message = dict[str, Any]
-Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
