@@ -1,4 +1,5 @@
-"""A request body that was read ahead, handed to the next ASGI application as if it came now."""
+"""The ASGI types the serving code shares, and a request body that was read ahead, handed to
+the next ASGI application as if it came now."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from typing import Any
 
 Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
+Scope = dict[str, Any]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 def replay(body: bytes, receive: Receive) -> Receive:

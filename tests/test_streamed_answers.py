@@ -37,8 +37,8 @@ from formation.serving import (
     BoundedProtocol,
     BoundedRequests,
     ServingLimits,
-    WaitingWSGI,
 )
+from formation.wsgi_threads import WaitingWSGI
 from messages_app import services
 from messages_app.models import TokenKind
 from tests import factories
