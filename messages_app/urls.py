@@ -5,7 +5,7 @@ from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from formation import paths  # noqa: F401  (registers the ``id`` converter)
-from messages_app import lifecycle_views, views
+from messages_app import lifecycle_views, tool_views, views
 
 router = SimpleRouter(trailing_slash=False)
 router.register("accounts", views.AccountViewSet, basename="account")
@@ -15,9 +15,9 @@ router.register("identity-links", views.IdentityLinkViewSet, basename="identity-
 router.register("legal-holds", lifecycle_views.LegalHoldViewSet, basename="legal-hold")
 
 urlpatterns = [
-    path("messages", views.ListMessagesView.as_view(), name="list-messages"),
-    path("messages/search", views.SearchMessagesView.as_view(), name="search-messages"),
-    path("messages/<id:message_id>", views.MessageView.as_view(), name="message-detail"),
+    path("messages", tool_views.ListMessagesView.as_view(), name="list-messages"),
+    path("messages/search", tool_views.SearchMessagesView.as_view(), name="search-messages"),
+    path("messages/<id:message_id>", tool_views.MessageView.as_view(), name="message-detail"),
     # The data lifecycle (docs/lifecycle.md).
     path("retention", lifecycle_views.WorkspaceRetentionView.as_view(), name="retention"),
     path(
