@@ -27,14 +27,9 @@ from messages_app.models import (
     Workspace,
 )
 from search_app.models import MessageSearchDocument
-from synthetic.corpus import (
-    BUSY_AGENT_NAME,
-    CorpusError,
-    _Part,
-    _reserve,
-    corpus_vocabulary,
-    workspace_slug,
-)
+from synthetic.corpus import BUSY_AGENT_NAME, CorpusError, corpus_vocabulary, workspace_slug
+from synthetic.corpus.loading import _reserve
+from synthetic.corpus.messages import Part as _Part
 from tests import factories
 
 pytestmark = pytest.mark.django_db
