@@ -317,7 +317,7 @@ def seqs_reserve(
     The UPDATE holds the conversations' row locks until commit, so concurrent writers to one
     conversation queue here and a rolled-back transaction gives its numbers back: committed seqs
     are strictly increasing, never reused, and have no gaps. The synthetic corpus
-    (``synthetic/corpus.py``) reserves its seqs here too.
+    (``synthetic/corpus/``) reserves its seqs here too.
     """
     ids = list(counts)
     in_workspace = "c.workspace_id = %s AND " if workspace_id else ""
