@@ -110,7 +110,7 @@ class DeliveryBlocked(ApiError):
 
 
 class LegalHoldActive(ApiError):
-    """A legal hold covers what a delete or erasure would remove (messages_app/lifecycle.py);
+    """A legal hold covers what a delete or erasure would remove (messages_app/lifecycle/holds.py);
     ``details.holdId`` names it. Nothing was changed."""
 
     code = "legal_hold_active"

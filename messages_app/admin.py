@@ -47,7 +47,7 @@ from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
 
 from formation.display import counted, local_time
-from messages_app import lifecycle
+from messages_app.lifecycle import holds
 from messages_app.models import (
     Account,
     Agent,
@@ -423,7 +423,7 @@ class HeldRowForm(forms.ModelForm):
     runs in the admin's saving transaction and keeps its locks to the commit."""
 
     def refusal(self) -> str | None:
-        return lifecycle.row_edit_refusal(workspace_id=self.instance.workspace_id)
+        return holds.row_edit_refusal(workspace_id=self.instance.workspace_id)
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
@@ -436,14 +436,14 @@ class HeldRowForm(forms.ModelForm):
 
 class AccountForm(HeldRowForm):
     def refusal(self) -> str | None:
-        return lifecycle.account_edit_refusal(
+        return holds.account_edit_refusal(
             workspace_id=self.instance.workspace_id, account_id=self.instance.pk
         )
 
 
 class ConversationForm(HeldRowForm):
     def refusal(self) -> str | None:
-        return lifecycle.row_edit_refusal(
+        return holds.row_edit_refusal(
             workspace_id=self.instance.workspace_id, conversation_id=self.instance.pk
         )
 

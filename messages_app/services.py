@@ -23,7 +23,7 @@ from django.utils import timezone
 from formation.auth import token_digest, token_text
 from formation.bulk_insert import insert_rows
 from formation.errors import InvalidArguments, NotFound
-from messages_app import lifecycle
+from messages_app.lifecycle import erasure, holds
 from messages_app.models import (
     DEFAULT_LANGUAGE,
     Account,
@@ -486,7 +486,7 @@ def message_edit(*, message: Message, content: str) -> Message:
     refuses it as it refuses a delete: under the same lock, an edit commits before a hold or
     is refused after it."""
     with transaction.atomic():
-        lifecycle.refuse_if_held(
+        holds.refuse_if_held(
             workspace_id=message.workspace_id, conversation_ids=[message.conversation_id]
         )
         updated = Message.objects.filter(
@@ -501,16 +501,14 @@ def message_edit(*, message: Message, content: str) -> Message:
 def message_delete(*, message: Message) -> None:
     """Erase the body for good. The row stays so seq is never reused and replies keep a target.
 
-    The same erasure retention and account erasure apply (``lifecycle.messages_erase``), and
+    The same erasure retention and account erasure apply (``erasure.messages_erase``), and
     refused in the same way while a legal hold covers the conversation.
     """
     with transaction.atomic():
-        lifecycle.refuse_if_held(
+        holds.refuse_if_held(
             workspace_id=message.workspace_id, conversation_ids=[message.conversation_id]
         )
-        erased = lifecycle.messages_erase(
-            workspace_id=message.workspace_id, message_ids=[message.pk]
-        )
+        erased = erasure.messages_erase(workspace_id=message.workspace_id, message_ids=[message.pk])
         if not erased.messages:
             raise NotFound()
 

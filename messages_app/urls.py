@@ -5,7 +5,8 @@ from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from formation import paths  # noqa: F401  (registers the ``id`` converter)
-from messages_app import lifecycle_views, tool_views, views
+from messages_app import tool_views, views
+from messages_app.lifecycle import views as lifecycle_views
 
 router = SimpleRouter(trailing_slash=False)
 router.register("accounts", views.AccountViewSet, basename="account")

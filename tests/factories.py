@@ -13,7 +13,8 @@ from django.db import connection, transaction
 from rest_framework.test import APIClient
 
 from audit_app.lifecycle import Actor
-from messages_app import lifecycle, services
+from messages_app import services
+from messages_app.lifecycle import holds
 from messages_app.models import (
     Account,
     Agent,
@@ -139,7 +140,7 @@ def hold_elsewhere(workspace: Workspace) -> LegalHold:
     """A legal hold on a room of its own: a real hold to read and release, while deletes and
     erasures in every other room still succeed."""
     archive = make_conversation(workspace, "private", "archive")
-    return lifecycle.hold_place(
+    return holds.hold_place(
         workspace_id=workspace.id,
         conversation_id=archive.id,
         reference="matter-1",

@@ -19,8 +19,9 @@ import pytest
 from django.db import connection
 
 from formation.serving import Answer, ServingLimits
-from messages_app import lifecycle
-from messages_app.lifecycle import DEFAULT_BATCH_SIZE, PAGE_BYTES
+from messages_app.lifecycle import exports
+from messages_app.lifecycle.batches import DEFAULT_BATCH_SIZE
+from messages_app.lifecycle.exports import PAGE_BYTES
 from messages_app.models import Conversation, Message
 from messages_app.serializers import MAX_CONTENT_CHARS
 from tests import factories
@@ -125,7 +126,7 @@ def test_an_export_of_large_messages_is_paged_by_bytes_and_streamed(world):
     fill_large_messages(world.private, world.alice.id, LARGE)
 
     pages = list(
-        lifecycle.conversation_export_batches(
+        exports.conversation_export_batches(
             workspace_id=world.workspace.id, conversation_id=world.private.id
         )
     )
@@ -133,12 +134,12 @@ def test_an_export_of_large_messages_is_paged_by_bytes_and_streamed(world):
     assert [row.seq for page in pages for row in page] == list(range(1, LARGE + 1))
     assert max(sizes) <= PAGE_BYTES
     assert len(pages) == LARGE // (PAGE_BYTES // MAX_CONTENT_CHARS)  # ten messages a page
-    by_account = lifecycle.account_export_batches(
+    by_account = exports.account_export_batches(
         workspace_id=world.workspace.id, account_id=world.alice.id
     )
     assert [page_bytes(page) for page in by_account] == sizes
     # A message larger than the bound is a page of its own.
-    alone = lifecycle.conversation_export_batches(
+    alone = exports.conversation_export_batches(
         workspace_id=world.workspace.id, conversation_id=world.private.id, page_bytes=1_000
     )
     assert [len(page) for page in alone] == [1] * LARGE

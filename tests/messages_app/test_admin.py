@@ -22,8 +22,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from audit_app.lifecycle import Actor
-from messages_app import lifecycle
 from messages_app.admin import ERASED_SOURCE
+from messages_app.lifecycle import erasure, holds, retention
 from messages_app.models import (
     Account,
     Agent,
@@ -794,7 +794,7 @@ def test_a_reply_derived_from_an_erased_source_is_marked(
 ) -> None:
     # The world's rows are written without the services: give the room its live count first.
     Conversation.objects.filter(pk=admin_world.conversation.pk).update(live_message_count=2)
-    lifecycle.messages_erase(
+    erasure.messages_erase(
         workspace_id=admin_world.workspace.id, message_ids=[admin_world.first.pk]
     )
     page = admin_client.get(admin_url("message", "change", admin_world.reply.pk))
@@ -808,7 +808,7 @@ def test_a_reply_derived_from_an_erased_source_is_marked(
 def test_legal_holds_are_browsed_but_written_only_through_the_api(
     admin_client: Client, admin_world: AdminWorld
 ) -> None:
-    hold = lifecycle.hold_place(
+    hold = holds.hold_place(
         workspace_id=admin_world.workspace.id,
         conversation_id=admin_world.conversation.id,
         reference="matter-7",
@@ -830,9 +830,9 @@ def test_the_conversation_page_shows_its_retention(
     assert "kept (neither it nor its workspace has a period)" in (
         admin_client.get(page).content.decode()
     )
-    lifecycle.workspace_retention_set(workspace_id=admin_world.workspace.id, days=30)
+    retention.workspace_retention_set(workspace_id=admin_world.workspace.id, days=30)
     assert "30 days (the workspace&#x27;s period)" in admin_client.get(page).content.decode()
-    lifecycle.conversation_retention_set(conversation=admin_world.conversation, days=1)
+    retention.conversation_retention_set(conversation=admin_world.conversation, days=1)
     assert "1 day (its own setting)" in admin_client.get(page).content.decode()
 
 

@@ -21,8 +21,8 @@ from django.utils import timezone
 from audit_app.lifecycle import Actor
 from audit_app.models import LifecycleEvent
 from formation.errors import LegalHoldActive
-from messages_app import lifecycle
-from messages_app.lifecycle import ERASED_NAME
+from messages_app.lifecycle import erasure, holds
+from messages_app.lifecycle.erasure import ERASED_NAME
 from messages_app.models import (
     Account,
     Agent,
@@ -138,7 +138,7 @@ def test_after_erasure_no_admin_page_and_no_log_entry_names_the_account(
     )
     assert LogEntry.objects.filter(object_repr__contains=SECOND_NAME).count() == 2
 
-    report = lifecycle.account_erase(
+    report = erasure.account_erase(
         workspace_id=erasable.workspace.id, account_id=account.pk, actor=ACTOR
     )
 
@@ -166,14 +166,14 @@ def test_after_erasure_no_admin_page_and_no_log_entry_names_the_account(
         f"{ERASED_NAME} in sample room",
     }
     # Calling it again finds nothing left to rewrite.
-    again = lifecycle.account_erase(
+    again = erasure.account_erase(
         workspace_id=erasable.workspace.id, account_id=account.pk, actor=ACTOR
     )
     assert again.admin_log_entries == 0
 
 
 def test_a_change_message_keeps_what_changed_and_loses_every_name() -> None:
-    unnamed = lifecycle._unnamed_change_message
+    unnamed = erasure._unnamed_change_message
     assert unnamed('[{"changed": {"fields": ["Display name"]}}]') == (
         '[{"changed": {"fields": ["Display name"]}}]'
     )
@@ -188,7 +188,7 @@ def test_a_form_read_before_the_erasure_does_not_bring_the_name_back(
     admin_client: Client, erasable: Erasable
 ) -> None:
     account = erasable.account
-    lifecycle.account_erase(workspace_id=erasable.workspace.id, account_id=account.pk, actor=ACTOR)
+    erasure.account_erase(workspace_id=erasable.workspace.id, account_id=account.pk, actor=ACTOR)
 
     page = admin_client.get(account_page(account)).content.decode()
     assert 'name="display_name"' not in page
@@ -220,10 +220,10 @@ def test_under_a_hold_the_admin_changes_no_account_the_api_may_not_erase(
     account, workspace = erasable.account, erasable.workspace
     service = factories.service_client(workspace)
     for hold in (
-        lifecycle.hold_place(
+        holds.hold_place(
             workspace_id=workspace.id, conversation_id=None, reference="", actor=ACTOR
         ),
-        lifecycle.hold_place(
+        holds.hold_place(
             workspace_id=workspace.id, conversation_id=erasable.room.id, reference="", actor=ACTOR
         ),
     ):
@@ -231,20 +231,20 @@ def test_under_a_hold_the_admin_changes_no_account_the_api_may_not_erase(
         assert service.post(f"/api/v1/accounts/{account.pk}/erase").status_code == 409
         account.refresh_from_db()
         assert (account.display_name, account.external_id) == (FIRST_NAME, FIRST_EXTERNAL)
-        lifecycle.hold_release(hold=hold, actor=ACTOR)
+        holds.hold_release(hold=hold, actor=ACTOR)
 
     # A hold on a room without the account's messages covers neither its erasure nor its name.
-    lifecycle.hold_place(
+    holds.hold_place(
         workspace_id=workspace.id, conversation_id=erasable.elsewhere.id, reference="", actor=ACTOR
     )
     assert rename(admin_client, account, SECOND_NAME, SECOND_EXTERNAL).status_code == 302
     account.refresh_from_db()
     assert account.display_name == SECOND_NAME
     # Posting the form unchanged saves nothing, and a hold does not refuse nothing.
-    lifecycle.hold_place(workspace_id=workspace.id, conversation_id=None, reference="", actor=ACTOR)
+    holds.hold_place(workspace_id=workspace.id, conversation_id=None, reference="", actor=ACTOR)
     assert rename(admin_client, account, SECOND_NAME, SECOND_EXTERNAL).status_code == 302
     with pytest.raises(LegalHoldActive):
-        lifecycle.account_erase(workspace_id=workspace.id, account_id=account.pk, actor=ACTOR)
+        erasure.account_erase(workspace_id=workspace.id, account_id=account.pk, actor=ACTOR)
 
 
 def test_under_a_hold_the_admin_changes_no_conversation_or_agent_it_covers(
@@ -268,13 +268,13 @@ def test_under_a_hold_the_admin_changes_no_conversation_or_agent_it_covers(
         "created_at_0": created.strftime("%Y-%m-%d"),
         "created_at_1": created.strftime("%H:%M:%S.%f"),
     }
-    on_room = lifecycle.hold_place(
+    on_room = holds.hold_place(
         workspace_id=workspace.id, conversation_id=room.id, reference="", actor=ACTOR
     )
     assert refused(admin_client.post(room_page, room_form))
     assert admin_client.post(agent_page, agent_form).status_code == 302  # not covered
-    lifecycle.hold_release(hold=on_room, actor=ACTOR)
-    lifecycle.hold_place(workspace_id=workspace.id, conversation_id=None, reference="", actor=ACTOR)
+    holds.hold_release(hold=on_room, actor=ACTOR)
+    holds.hold_place(workspace_id=workspace.id, conversation_id=None, reference="", actor=ACTOR)
     agent_form["name"] = "Sample agent renamed again"
     assert refused(admin_client.post(agent_page, agent_form))
     assert refused(admin_client.post(room_page, room_form))

@@ -19,7 +19,7 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from audit_app.models import LifecycleAction, LifecycleEvent, LifecycleOutcome
-from messages_app.lifecycle import workspace_retention_set
+from messages_app.lifecycle.retention import workspace_retention_set
 from messages_app.models import Agent, ApiToken, Message, Run, Workspace
 from tests import factories
 from tests.helpers import exported

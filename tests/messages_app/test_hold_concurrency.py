@@ -1,4 +1,5 @@
-"""A legal hold binds every erasure and edit that commits after it (messages_app/lifecycle.py).
+"""A legal hold binds every erasure and edit that commits after it
+(messages_app/lifecycle/holds.py).
 
 These tests commit for real (``transaction=True``): each thread has its own connection, so the
 per-workspace advisory lock, not the test wrapper, is what orders the hold and the delete or edit.
@@ -13,7 +14,8 @@ from django.db import connection, transaction
 
 from audit_app.lifecycle import Actor
 from formation.errors import LegalHoldActive
-from messages_app import lifecycle, services
+from messages_app import services
+from messages_app.lifecycle import holds
 from messages_app.models import Message
 from tests import factories
 
@@ -48,7 +50,7 @@ def second_waits(first, started: threading.Event, release: threading.Event, seco
 
 
 def hold_room(workspace, room) -> object:
-    return lifecycle.hold_place(
+    return holds.hold_place(
         workspace_id=workspace.id, conversation_id=room.id, reference="", actor=Actor(label="test")
     )
 

@@ -1,4 +1,4 @@
-"""The data lifecycle (messages_app/lifecycle.py): retention at its boundaries, overrides and
+"""The data lifecycle (messages_app/lifecycle/): retention at its boundaries, overrides and
 holds, resumption after a failure midway, account erasure, and holds refusing every erasure.
 
 Erasure is a delete: each test checks the same three things a delete guarantees (body gone,
@@ -17,7 +17,8 @@ from django.utils import timezone
 from audit_app.lifecycle import Actor
 from audit_app.models import LifecycleEvent, LifecycleOutcome, LifecycleSubject
 from formation.errors import InvalidArguments, LegalHoldActive, NotFound
-from messages_app import lifecycle, services
+from messages_app import services
+from messages_app.lifecycle import erasure, exports, holds, retention
 from messages_app.models import (
     Account,
     Conversation,
@@ -57,12 +58,12 @@ def live_count_is_true(conversation: Conversation) -> bool:
     return conversation.live_message_count == live
 
 
-def apply(**options) -> list[lifecycle.RetentionReport]:
-    return lifecycle.retention_apply(actor=ACTOR, now=NOW, **options)
+def apply(**options) -> list[retention.RetentionReport]:
+    return retention.retention_apply(actor=ACTOR, now=NOW, **options)
 
 
 def hold(conversation: Conversation | None, workspace) -> LegalHold:
-    return lifecycle.hold_place(
+    return holds.hold_place(
         workspace_id=workspace.id,
         conversation_id=conversation.id if conversation else None,
         reference="matter-19",
@@ -74,7 +75,7 @@ def hold(conversation: Conversation | None, workspace) -> LegalHold:
 
 
 def test_retention_erases_exactly_what_is_older_than_the_period(world):
-    lifecycle.workspace_retention_set(workspace_id=world.workspace.id, days=30)
+    retention.workspace_retention_set(workspace_id=world.workspace.id, days=30)
     older = factories.post(
         world.public, world.alice, created_at=days_before_now(30) - timedelta(microseconds=1)
     )
@@ -96,9 +97,9 @@ def test_retention_erases_exactly_what_is_older_than_the_period(world):
 
 
 def test_a_conversation_override_replaces_the_workspace_period(world):
-    lifecycle.workspace_retention_set(workspace_id=world.workspace.id, days=30)
-    lifecycle.conversation_retention_set(conversation=world.private, days=90)
-    lifecycle.conversation_retention_set(conversation=world.direct, days=None)
+    retention.workspace_retention_set(workspace_id=world.workspace.id, days=30)
+    retention.conversation_retention_set(conversation=world.private, days=90)
+    retention.conversation_retention_set(conversation=world.direct, days=None)
     public = factories.post(world.public, world.alice, created_at=days_before_now(60))
     private_kept = factories.post(world.private, world.alice, created_at=days_before_now(60))
     private_gone = factories.post(world.private, world.alice, created_at=days_before_now(91))
@@ -112,17 +113,17 @@ def test_a_conversation_override_replaces_the_workspace_period(world):
         True,
         False,
     ]
-    assert lifecycle.conversation_retention(conversation=world.direct) == (
-        lifecycle.ConversationRetention(days=None, inherited=False)
+    assert retention.conversation_retention(conversation=world.direct) == (
+        retention.ConversationRetention(days=None, inherited=False)
     )
-    back = lifecycle.conversation_retention_inherit(conversation=world.direct)
-    assert back == lifecycle.ConversationRetention(days=30, inherited=True)
+    back = retention.conversation_retention_inherit(conversation=world.direct)
+    assert back == retention.ConversationRetention(days=30, inherited=True)
     apply()
     assert is_erased(direct)
 
 
 def test_an_override_applies_where_the_workspace_keeps_everything(world):
-    lifecycle.conversation_retention_set(conversation=world.private, days=10)
+    retention.conversation_retention_set(conversation=world.private, days=10)
     public = factories.post(world.public, world.alice, created_at=days_before_now(365))
     private = factories.post(world.private, world.alice, created_at=days_before_now(11))
 
@@ -141,7 +142,7 @@ def test_without_any_period_nothing_is_erased_and_nothing_recorded(world):
 
 
 def test_retention_skips_held_conversations_until_released(world):
-    lifecycle.workspace_retention_set(workspace_id=world.workspace.id, days=30)
+    retention.workspace_retention_set(workspace_id=world.workspace.id, days=30)
     public = factories.post(world.public, world.alice, created_at=days_before_now(31))
     private = factories.post(world.private, world.alice, created_at=days_before_now(31))
     on_hold = hold(world.private, world.workspace)
@@ -150,13 +151,13 @@ def test_retention_skips_held_conversations_until_released(world):
 
     assert (is_erased(public), is_erased(private)) == (True, False)
     assert report.held_conversations == 1
-    lifecycle.hold_release(hold=on_hold, actor=ACTOR)
+    holds.hold_release(hold=on_hold, actor=ACTOR)
     apply()
     assert is_erased(private)
 
 
 def test_a_workspace_hold_stops_retention_everywhere(world):
-    lifecycle.workspace_retention_set(workspace_id=world.workspace.id, days=30)
+    retention.workspace_retention_set(workspace_id=world.workspace.id, days=30)
     messages = [
         factories.post(room, world.alice, created_at=days_before_now(31))
         for room in (world.public, world.private, world.direct)
@@ -172,7 +173,7 @@ def test_a_workspace_hold_stops_retention_everywhere(world):
 def test_retention_never_crosses_workspaces(world):
     *_, elsewhere_message = factories.other_workspace()
     Message.objects.filter(pk=elsewhere_message.pk).update(created_at=days_before_now(900))
-    lifecycle.workspace_retention_set(workspace_id=world.workspace.id, days=1)
+    retention.workspace_retention_set(workspace_id=world.workspace.id, days=1)
 
     (report,) = apply()
 
@@ -203,7 +204,7 @@ def stop_failing() -> None:
 
 
 def test_a_run_that_fails_midway_is_finished_by_the_next_and_erases_nothing_twice(world):
-    lifecycle.workspace_retention_set(workspace_id=world.workspace.id, days=30)
+    retention.workspace_retention_set(workspace_id=world.workspace.id, days=30)
     expired = [
         factories.post(world.private, world.alice, created_at=days_before_now(40 - i))
         for i in range(5)
@@ -239,17 +240,17 @@ def test_a_run_that_fails_midway_is_finished_by_the_next_and_erases_nothing_twic
 def test_retention_periods_are_checked(world):
     for days in (0, -1, 36_501):
         with pytest.raises(InvalidArguments):
-            lifecycle.workspace_retention_set(workspace_id=world.workspace.id, days=days)
+            retention.workspace_retention_set(workspace_id=world.workspace.id, days=days)
     with pytest.raises(InvalidArguments):
         apply(batch_size=0)
-    assert lifecycle.workspace_retention(workspace_id=world.workspace.id) is None
+    assert retention.workspace_retention(workspace_id=world.workspace.id) is None
 
 
 # --- account erasure ----------------------------------------------------------------------------
 
 
-def erase(account: Account, **options) -> lifecycle.ErasureReport:
-    return lifecycle.account_erase(
+def erase(account: Account, **options) -> erasure.ErasureReport:
+    return erasure.account_erase(
         workspace_id=account.workspace_id, account_id=account.id, actor=ACTOR, **options
     )
 
@@ -271,7 +272,7 @@ def test_erasure_erases_what_the_account_wrote_and_keeps_the_row(world):
     assert all(is_erased(m) for m in written)
     assert not is_erased(others)
     bob = Account.objects.get(pk=world.bob.pk)
-    assert (bob.display_name, bob.external_id) == (lifecycle.ERASED_NAME, None)
+    assert (bob.display_name, bob.external_id) == (erasure.ERASED_NAME, None)
     assert bob.erased_at == report.erased_at is not None
     assert not IdentityLink.objects.filter(pk=link.pk).exists()
     assert (
@@ -311,13 +312,9 @@ def test_erasure_of_another_workspace_account_is_not_found(world):
     elsewhere, *_ = factories.other_workspace()
     stranger = factories.make_account(elsewhere)
     with pytest.raises(NotFound):
-        lifecycle.account_erase(
-            workspace_id=world.workspace.id, account_id=stranger.id, actor=ACTOR
-        )
+        erasure.account_erase(workspace_id=world.workspace.id, account_id=stranger.id, actor=ACTOR)
     with pytest.raises(NotFound):
-        lifecycle.account_erase(
-            workspace_id=world.workspace.id, account_id=uuid.uuid4(), actor=ACTOR
-        )
+        erasure.account_erase(workspace_id=world.workspace.id, account_id=uuid.uuid4(), actor=ACTOR)
 
 
 def test_an_erasure_that_failed_midway_is_finished_by_calling_it_again(world):
@@ -392,7 +389,7 @@ def test_a_hold_refuses_delete_and_erasure_and_changes_nothing(world):
     assert refused_delete.value.details == {"holdId": str(on_hold.id)}
     assert refused_erasure.value.details == {"holdId": str(on_hold.id)}
     assert factories.table_snapshot() == before
-    lifecycle.hold_release(hold=on_hold, actor=ACTOR)
+    holds.hold_release(hold=on_hold, actor=ACTOR)
     services.message_delete(message=held)
     assert is_erased(held)
 
@@ -415,20 +412,40 @@ def test_a_hold_elsewhere_does_not_stop_erasure(world):
     assert is_erased(written)
 
 
+def test_an_account_is_held_by_a_hold_on_the_workspace_or_on_a_room_with_its_live_messages(world):
+    def refused(account: Account) -> uuid.UUID | None:
+        try:
+            holds.refuse_if_account_held(workspace_id=world.workspace.id, account_id=account.id)
+        except LegalHoldActive as refusal:
+            return uuid.UUID(refusal.details["holdId"])
+        return None
+
+    factories.post(world.private, world.bob)
+    deleted = factories.post(world.public, world.alice)
+    services.message_delete(message=deleted)
+    on_private = hold(world.private, world.workspace)
+    hold(world.public, world.workspace)  # only Alice's deleted message is there
+
+    assert (refused(world.bob), refused(world.alice)) == (on_private.id, None)
+    on_workspace = hold(None, world.workspace)
+    holds.hold_release(hold=on_private, actor=ACTOR)
+    assert (refused(world.bob), refused(world.alice)) == (on_workspace.id, on_workspace.id)
+
+
 def test_holds_are_recorded_and_released_once(world):
     on_hold = hold(world.private, world.workspace)
-    released = lifecycle.hold_release(hold=on_hold, actor=ACTOR)
+    released = holds.hold_release(hold=on_hold, actor=ACTOR)
 
     assert released.released_at is not None
     with pytest.raises(InvalidArguments):
-        lifecycle.hold_release(hold=on_hold, actor=ACTOR)
+        holds.hold_release(hold=on_hold, actor=ACTOR)
     assert list(LifecycleEvent.objects.order_by("created_at").values_list("action", "hold_id")) == [
         ("hold_placed", on_hold.id),
         ("hold_released", on_hold.id),
     ]
     _, _, elsewhere_room, _ = factories.other_workspace()
     with pytest.raises(InvalidArguments):
-        lifecycle.hold_place(
+        holds.hold_place(
             workspace_id=world.workspace.id,
             conversation_id=elsewhere_room.id,
             reference="",
@@ -451,18 +468,18 @@ def test_exports_page_through_everything_in_order(world):
     gone = factories.post(world.private, world.bob, created_at=factories.at(6))
     services.message_delete(message=gone)
 
-    conversation = lifecycle.conversation_export_batches(
+    conversation = exports.conversation_export_batches(
         workspace_id=world.workspace.id, conversation_id=world.private.id, batch_size=2
     )
-    account = lifecycle.account_export_batches(
+    account = exports.account_export_batches(
         workspace_id=world.workspace.id, account_id=world.bob.id, batch_size=2
     )
-    workspace = lifecycle.workspace_export_batches(workspace_id=world.workspace.id, batch_size=1)
+    workspace = exports.workspace_export_batches(workspace_id=world.workspace.id, batch_size=1)
 
     assert exported_ids(conversation) == [m.id for m in (*bob[:3], alice)]
     assert exported_ids(account) == [bob[3].id, *sorted(m.id for m in bob[:3])]
     assert exported_ids(workspace) == [bob[3].id, *(m.id for m in (*bob[:3], alice))]
-    other = lifecycle.conversation_export_batches(
+    other = exports.conversation_export_batches(
         workspace_id=factories.make_workspace().id, conversation_id=world.private.id
     )
     assert exported_ids(other) == []
@@ -472,8 +489,8 @@ def test_an_export_is_recorded_before_its_first_line_and_finished_as_it_ends(wor
     for i in range(3):
         factories.post(world.private, world.alice, f"sample {i}")
 
-    def start() -> lifecycle.Export:
-        return lifecycle.export_start(
+    def start() -> exports.Export:
+        return exports.export_start(
             workspace_id=world.workspace.id,
             subject_kind=LifecycleSubject.CONVERSATION,
             subject_id=world.private.id,

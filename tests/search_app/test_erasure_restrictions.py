@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from audit_app.lifecycle import Actor
-from messages_app import lifecycle
+from messages_app.lifecycle import erasure
 from messages_app.models import Message
 from search_app import services as search_services
 from tests import factories
@@ -71,7 +71,7 @@ def test_erasure_keeps_replies_and_memories_withheld_where_they_were(db):
     replies_before, memories_before = visible()
     assert replies_before == memories_before == {"private", "direct"}
 
-    report = lifecycle.account_erase(
+    report = erasure.account_erase(
         workspace_id=workspace.id, account_id=bob.id, actor=Actor(label="test")
     )
 

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from audit_app.lifecycle import Actor
 from formation.errors import DeliveryBlocked
-from messages_app import lifecycle, services
+from messages_app import services
+from messages_app.lifecycle import erasure
 from messages_app.models import Message, MessageLineage, RunEvidence
 from search_app.runs import run_reply
 from tests import factories
@@ -624,7 +625,7 @@ def erase_account(plan: Plan, built: Built, pick: int, after: Plan) -> Plan:
     pool = writers or list(range(plan.accounts))
     account = pool[pick % len(pool)]
     lineage = sorted(MessageLineage.objects.values_list("message_id", "source_id", "direct"))
-    lifecycle.account_erase(
+    erasure.account_erase(
         workspace_id=built.workspace.id,
         account_id=built.accounts[account].id,
         actor=Actor(label="oracle"),

@@ -1,5 +1,5 @@
 """The lifecycle endpoints (service token): retention periods, legal holds, account erasure and
-JSON Lines exports. Thin: validate, call ``messages_app.lifecycle``, serialize.
+JSON Lines exports. Thin: validate, call one of the lifecycle's services, serialize.
 
 Each endpoint carries its own schema annotation; the shared pieces (the error envelope, the
 path parameter) come from ``formation.openapi``.
@@ -27,9 +27,18 @@ from formation.auth import IsServiceToken
 from formation.errors import InvalidArguments, NotAcceptable
 from formation.fields import check_query_keys
 from formation.openapi import answers, error_response, filter_parameters, id_in_path
-from messages_app import lifecycle
 from messages_app.filters import LegalHoldFilter
-from messages_app.lifecycle_serializers import (
+from messages_app.lifecycle.erasure import account_erase
+from messages_app.lifecycle.exports import export_start
+from messages_app.lifecycle.holds import hold_place, hold_release
+from messages_app.lifecycle.retention import (
+    conversation_retention,
+    conversation_retention_inherit,
+    conversation_retention_set,
+    workspace_retention,
+    workspace_retention_set,
+)
+from messages_app.lifecycle.shapes import (
     JSON_LINES,
     ConversationRetentionSerializer,
     ErasureSerializer,
@@ -123,14 +132,12 @@ class WorkspaceRetentionView(LifecycleView):
     """``/retention``: the workspace's default period."""
 
     def get(self, request: Request) -> Response:
-        days = lifecycle.workspace_retention(workspace_id=request.user.workspace_id)
+        days = workspace_retention(workspace_id=request.user.workspace_id)
         return Response(WorkspaceRetentionSerializer.render(days=days))
 
     def put(self, request: Request) -> Response:
         data = validated(RetentionSetSerializer, request)
-        days = lifecycle.workspace_retention_set(
-            workspace_id=request.user.workspace_id, days=data["days"]
-        )
+        days = workspace_retention_set(workspace_id=request.user.workspace_id, days=data["days"])
         return Response(WorkspaceRetentionSerializer.render(days=days))
 
 
@@ -171,20 +178,18 @@ class ConversationRetentionView(LifecycleView):
 
     def get(self, request: Request, pk: uuid.UUID) -> Response:
         conversation = _conversation(request, pk)
-        retention = lifecycle.conversation_retention(conversation=conversation)
+        retention = conversation_retention(conversation=conversation)
         return Response(ConversationRetentionSerializer.render(retention, conversationId=str(pk)))
 
     def put(self, request: Request, pk: uuid.UUID) -> Response:
         conversation = _conversation(request, pk)
         data = validated(RetentionSetSerializer, request)
-        retention = lifecycle.conversation_retention_set(
-            conversation=conversation, days=data["days"]
-        )
+        retention = conversation_retention_set(conversation=conversation, days=data["days"])
         return Response(ConversationRetentionSerializer.render(retention, conversationId=str(pk)))
 
     def delete(self, request: Request, pk: uuid.UUID) -> Response:
         conversation = _conversation(request, pk)
-        retention = lifecycle.conversation_retention_inherit(conversation=conversation)
+        retention = conversation_retention_inherit(conversation=conversation)
         return Response(ConversationRetentionSerializer.render(retention, conversationId=str(pk)))
 
 
@@ -211,7 +216,7 @@ class ExportView(LifecycleView):
         get_or_not_found(self.model.objects.filter(workspace_id=request.user.workspace_id), pk)
 
     def get(self, request: Request, pk: uuid.UUID) -> StreamingHttpResponse:
-        export = lifecycle.export_start(
+        export = export_start(
             workspace_id=request.user.workspace_id,
             subject_kind=self.subject_kind,
             subject_id=pk,
@@ -287,7 +292,7 @@ class AccountEraseView(LifecycleView):
     def post(self, request: Request, pk: uuid.UUID) -> Response:
         if request.data:
             raise InvalidArguments("This action takes no body.")
-        report = lifecycle.account_erase(
+        report = account_erase(
             workspace_id=request.user.workspace_id, account_id=pk, actor=actor(request)
         )
         return Response(ErasureSerializer.render(report))
@@ -340,7 +345,7 @@ class LegalHoldViewSet(ServiceViewSet):
 
     def create(self, request: Request) -> Response:
         data = validated(LegalHoldCreateSerializer, request)
-        hold = lifecycle.hold_place(
+        hold = hold_place(
             workspace_id=request.user.workspace_id,
             conversation_id=data.get("conversationId"),
             reference=data.get("reference", ""),
@@ -353,6 +358,4 @@ class LegalHoldViewSet(ServiceViewSet):
         if request.data:
             raise InvalidArguments("This action takes no body.")
         hold = get_or_not_found(self.get_queryset(), pk)
-        return Response(
-            LegalHoldSerializer.render(lifecycle.hold_release(hold=hold, actor=actor(request)))
-        )
+        return Response(LegalHoldSerializer.render(hold_release(hold=hold, actor=actor(request))))
