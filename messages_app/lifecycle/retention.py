@@ -81,13 +81,13 @@ def _conversation_retention_update(
 ) -> ConversationRetention:
     """Write the conversation's own period (or, without ``override``, its absence), read it
     back, and answer the period that now applies."""
-    in_workspace = Conversation.objects.filter(workspace_id=conversation.workspace_id)
     with transaction.atomic():
-        in_workspace.filter(pk=conversation.pk).update(
-            retention_override=override, retention_days=_check_days(days)
-        )
+        Conversation.objects.filter(
+            workspace_id=conversation.workspace_id, pk=conversation.pk
+        ).update(retention_override=override, retention_days=_check_days(days))
     conversation.refresh_from_db(
-        fields=["retention_override", "retention_days"], from_queryset=in_workspace
+        fields=["retention_override", "retention_days"],
+        from_queryset=Conversation.objects.filter(workspace_id=conversation.workspace_id),
     )
     return conversation_retention(conversation=conversation)
 
