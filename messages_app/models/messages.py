@@ -71,7 +71,8 @@ class Message(TenantModel):
     edited_at = models.DateTimeField(null=True, blank=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
     # Some message in this one's lineage (transitively) has been erased or deleted since: set by
-    # the erasure that removed it (messages_app/lifecycle.py). The restrictions stay all the same.
+    # the erasure that removed it (messages_app/lifecycle/erasure.py). The restrictions stay all
+    # the same.
     sources_erased = models.BooleanField(default=False, db_default=False, editable=False)
     reply_to = TenantForeignKey(
         "self",

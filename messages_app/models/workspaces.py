@@ -70,8 +70,9 @@ class Account(TenantModel):
     # Null, not "", when absent: the uniqueness of external ids only applies to real ones.
     external_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     created_at = models.DateTimeField(default=timezone.now)
-    # Set by account erasure (messages_app/lifecycle.py): the row stays, so memberships and the
-    # lineage of what others derived from its messages stay consistent; its name is replaced.
+    # Set by account erasure (messages_app/lifecycle/erasure.py): the row stays, so memberships
+    # and the lineage of what others derived from its messages stay consistent; its name is
+    # replaced.
     erased_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
