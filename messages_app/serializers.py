@@ -304,8 +304,3 @@ class SearchMessagesQuery(StrictSerializer):
         if not value.strip():
             raise serializers.ValidationError("Must contain a non-space character.")
         return value
-
-
-class ListPageQuery(StrictSerializer):
-    limit = serializers.IntegerField(min_value=1, max_value=200, default=50)
-    offset = serializers.IntegerField(min_value=0, max_value=1_000_000, default=0)

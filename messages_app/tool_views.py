@@ -27,6 +27,7 @@ from formation.openapi import (
     tool_parameters,
 )
 from formation.tools import ToolView
+from formation.viewsets import validated
 from messages_app import selectors, services, tools
 from messages_app.serializers import (
     MessageEditSerializer,
@@ -35,7 +36,7 @@ from messages_app.serializers import (
     MessageSummarySerializer,
     ToolMessageSummary,
 )
-from messages_app.views import LEGAL_HOLD, validated
+from messages_app.views import LEGAL_HOLD
 
 
 @extend_schema_view(

@@ -33,9 +33,9 @@ from formation.openapi import (
     id_in_path,
 )
 from formation.tools import ToolView
+from formation.viewsets import ListPageQuery, ServiceViewSet, validated
 from messages_app.models import Run, ToolScope
-from messages_app.serializers import ListPageQuery, MessageSummarySerializer
-from messages_app.views import ServiceViewSet, validated
+from messages_app.serializers import MessageSummarySerializer
 from search_app import runs, services, tools
 from search_app.limits import EVIDENCE_BUDGET
 from search_app.queries import SPEAKERS

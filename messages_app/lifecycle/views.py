@@ -27,6 +27,7 @@ from formation.auth import IsServiceToken
 from formation.errors import InvalidArguments, NotAcceptable
 from formation.fields import check_query_keys
 from formation.openapi import answers, error_response, filter_parameters, id_in_path
+from formation.viewsets import ListPageQuery, ServiceViewSet, get_or_not_found, validated
 from messages_app.filters import LegalHoldFilter
 from messages_app.lifecycle.erasure import account_erase
 from messages_app.lifecycle.exports import export_start
@@ -50,9 +51,8 @@ from messages_app.lifecycle.shapes import (
     json_lines,
 )
 from messages_app.models import Account, Conversation, LegalHold
-from messages_app.selectors import get_or_not_found
-from messages_app.serializers import ListPageQuery, MessageSummarySerializer
-from messages_app.views import LEGAL_HOLD, ServiceViewSet, validated
+from messages_app.serializers import MessageSummarySerializer
+from messages_app.views import LEGAL_HOLD
 
 TAG = "Data lifecycle (service token)"
 SERVICE = "Needs a service token (the runtime)."
