@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from formation.errors import InvalidArguments
+from messages_app.limits import MAX_BULK_MESSAGES
 from messages_app.models import ConversationKind
 from messages_app.services import (
-    MAX_BULK_MESSAGES,
     MessageDraft,
     account_create,
     agent_create,

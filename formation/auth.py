@@ -27,8 +27,7 @@ from rest_framework.permissions import BasePermission
 
 from formation.db_timeouts import on_a_live_connection
 from formation.errors import Forbidden, Unauthenticated
-
-MAX_TOKEN_LENGTH = 200
+from formation.limits import MAX_TOKEN_LENGTH
 
 
 class TokenKind(models.TextChoices):

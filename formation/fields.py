@@ -11,6 +11,8 @@ from urllib.parse import unquote_to_bytes
 
 from rest_framework import serializers
 
+from formation.limits import MAX_REPORTED_KEYS
+
 RFC3339 = re.compile(
     r"^(?P<date>\d{4}-\d{2}-\d{2})[Tt ](?P<time>\d{2}:\d{2}:\d{2})(?P<fraction>\.\d{1,9})?"
     r"(?P<zone>[Zz]|[+-]\d{2}:\d{2})$"
@@ -124,9 +126,6 @@ class Id(serializers.UUIDField):
         if not isinstance(data, str) or len(data) > 64:
             self.fail("invalid")
         return super().to_internal_value(data)
-
-
-MAX_REPORTED_KEYS = 10
 
 
 def printable_key(key: Any) -> str:

@@ -34,13 +34,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
+from formation.limits import MAX_BODY_BYTES, MAX_ID_CHARS, MAX_ID_INTEGER
 from formation.parsers import body_too_large, parse_strict_json
 
-# A tool call is a few hundred bytes; this leaves room for any argument a tool takes.
-MAX_BODY_BYTES = 1024 * 1024
-# Ids are echoed in every answer, so they are bounded like the values allowed to be echoed.
-MAX_ID_CHARS = 200
-MAX_ID_INTEGER = 2**53 - 1  # what every JSON implementation reads exactly
 JSONRPC_MEMBERS = frozenset({"jsonrpc", "id", "method", "params"})
 KNOWN_VERSIONS = frozenset(HANDSHAKE_PROTOCOL_VERSIONS) | frozenset(MODERN_PROTOCOL_VERSIONS)
 

@@ -60,8 +60,8 @@ from formation.errors import (
     api_exception_handler,
 )
 from formation.json_logging import request_id_var
+from formation.limits import MAX_BODY_BYTES
 from formation.mcp_envelope import (
-    MAX_BODY_BYTES,
     UNKNOWN_TOOL,
     ErrorScrubber,
     RpcRefusal,

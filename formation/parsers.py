@@ -13,7 +13,7 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-MAX_NESTING = 32
+from formation.limits import MAX_NESTING
 
 
 def _reject_constant(name: str) -> None:

@@ -23,12 +23,15 @@ from formation.fields import (
     parse_rfc3339,
 )
 from formation.shapes import Shape, page_shape
+from messages_app.limits import (
+    MAX_BULK_MESSAGES,
+    MAX_CONTENT_CHARS,
+    MAX_LINEAGE,
+    MAX_NAME_CHARS,
+    MAX_QUERY_CHARS,
+)
 from messages_app.models import ConversationKind, MessageRole, MessageStatus
-from messages_app.services import MAX_BULK_MESSAGES, MAX_LINEAGE, MessageDraft, check_bulk_size
-
-MAX_CONTENT_CHARS = 100_000
-MAX_NAME_CHARS = 200
-MAX_QUERY_CHARS = 500
+from messages_app.services import MessageDraft, check_bulk_size
 
 
 class AccountCreateSerializer(StrictSerializer):

@@ -13,7 +13,7 @@ import secrets
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TypeVar
 
 from django.db import IntegrityError, connection, transaction
@@ -24,6 +24,12 @@ from formation.auth import token_digest, token_text
 from formation.bulk_insert import insert_rows
 from formation.errors import InvalidArguments, NotFound
 from messages_app.lifecycle import erasure, holds
+from messages_app.limits import (
+    MAX_BULK_CHARS,
+    MAX_BULK_MESSAGES,
+    MAX_CLOCK_SKEW,
+    MAX_LINEAGE_PER_REQUEST,
+)
 from messages_app.models import (
     DEFAULT_LANGUAGE,
     Account,
@@ -42,19 +48,6 @@ from messages_app.models import (
 )
 from messages_app.selectors import text_search_configurations
 
-# A message stamped further in the future than this would sort above everything said later.
-MAX_CLOCK_SKEW = timedelta(minutes=5)
-MAX_BULK_MESSAGES = 5_000
-# Characters of content one request may store in all. The import is one INSERT under
-# API_STATEMENT_TIMEOUT_MS, and its cost grows with the characters whatever the batch's shape
-# (to_tsvector for the search document, trigrams for literal search): 5,000,000 take 1.2-1.8 s
-# of PostgreSQL CPU and at most 4.1 s on two cores loaded five times over, well inside the 10 s
-# default; 1,000 x 30,000 would not fit (bench/bulk_import_limit.py, README "Bulk import").
-MAX_BULK_CHARS = 5_000_000
-MAX_LINEAGE = 1_000
-# Lineage rows one request may add in all (a bulk of 5,000 agent replies, 4 sources each).
-MAX_LINEAGE_PER_REQUEST = 20_000
-MAX_RECENT_MESSAGES = 1_000
 # A lineage source's id: a UUID, or its text in the synthetic corpus (both sort alike).
 SourceId = TypeVar("SourceId", uuid.UUID, str)
 

@@ -11,6 +11,8 @@ EVIDENCE_BUDGET = 400
 MAX_HITS = 20
 DEFAULT_HITS = 8
 MAX_MEMORIES = 50
+# Words one search_history query may hold (each is a term of the ranked statement).
+MAX_QUERY_TERMS = 24
 DEFAULT_MEMORIES = 10
 
 

@@ -33,6 +33,7 @@ from formation.errors import DeliveryBlocked, Forbidden, InvalidArguments
 from formation.fields import camel_case
 from formation.sql import transaction_advisory_lock
 from formation.tools import ToolCall
+from messages_app.limits import MAX_RECENT_MESSAGES
 from messages_app.models import (
     Account,
     Agent,
@@ -47,7 +48,7 @@ from messages_app.models import (
     ToolScope,
 )
 from messages_app.selectors import get_or_not_found
-from messages_app.services import MAX_RECENT_MESSAGES, MessageDraft, message_create, token_create
+from messages_app.services import MessageDraft, message_create, token_create
 from search_app.deliverability import run_lens
 from search_app.models import MemoryLineage, MemoryRoom, RunMemory
 from search_app.perspective import Perspective, RunState, run_scope

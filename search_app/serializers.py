@@ -9,9 +9,9 @@ from rest_framework import serializers
 
 from formation.fields import Choice, Id, JsonInteger, StrictSerializer, Text, Timestamp
 from formation.shapes import Shape
+from messages_app.limits import MAX_CONTENT_CHARS, MAX_QUERY_CHARS, MAX_RECENT_MESSAGES
 from messages_app.models import ConversationKind, Run, ToolScope
-from messages_app.serializers import MAX_CONTENT_CHARS, MAX_QUERY_CHARS, MessageSummarySerializer
-from messages_app.services import MAX_RECENT_MESSAGES
+from messages_app.serializers import MessageSummarySerializer
 from search_app.limits import (
     DEFAULT_MEMORIES,
     EVIDENCE_BUDGET,

@@ -29,9 +29,9 @@ from django.db import connection
 
 from formation.errors import InvalidArguments
 from messages_app.models import Workspace
+from search_app.limits import MAX_QUERY_TERMS
 from search_app.models import SEARCH_CONFIG
 
-MAX_QUERY_TERMS = 24
 MIN_PREFIX = 2
 
 # The characters documents index as bigrams (search_app migration 0005, formation_cjk_class;

@@ -49,7 +49,8 @@ from rest_framework.test import APIClient
 from formation.auth import token_digest
 from formation.errors import MethodNotAllowed, api_exception_handler
 from formation.json_logging import request_id_var
-from formation.mcp_envelope import MAX_BODY_BYTES, read_body
+from formation.limits import MAX_BODY_BYTES
+from formation.mcp_envelope import read_body
 from formation.mcp_server import build_server, route_mcp_asgi
 from formation.tools import (
     AGENT_TOOLS,

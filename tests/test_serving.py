@@ -364,7 +364,7 @@ def test_gunicorn_accepts_the_longest_valid_query_string():
     from urllib.parse import urlencode
 
     from formation import gunicorn_conf
-    from messages_app.serializers import MAX_QUERY_CHARS
+    from messages_app.limits import MAX_QUERY_CHARS
 
     query = urlencode({"query": "😀" * MAX_QUERY_CHARS, "conversationId": str(uuid.uuid4())})
     line = f"GET /api/v1/messages/search?{query}&limit=100 HTTP/1.1"

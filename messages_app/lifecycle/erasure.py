@@ -30,8 +30,8 @@ from audit_app.lifecycle import Actor, lifecycle_finish, lifecycle_progress, lif
 from audit_app.models import LifecycleAction, LifecycleOutcome, LifecycleSubject
 from formation.errors import LegalHoldActive, NotFound
 from formation.sql import named_rows, table
-from messages_app.lifecycle.batches import DEFAULT_BATCH_SIZE, check_batch_size
 from messages_app.lifecycle.holds import refuse_if_account_held, refuse_if_held
+from messages_app.limits import DEFAULT_BATCH_SIZE, check_batch_size
 from messages_app.models import (
     Account,
     Conversation,

@@ -24,7 +24,7 @@ from audit_app.models import LifecycleAction, LifecycleOutcome, LifecycleSubject
 from formation import metrics
 from formation.errors import NotFound
 from formation.sql import named_rows, table
-from messages_app.lifecycle.batches import DEFAULT_BATCH_SIZE, check_batch_size
+from messages_app.limits import DEFAULT_BATCH_SIZE, check_batch_size
 from messages_app.models import Account, Conversation, Message
 from messages_app.selectors import SUMMARY_COLUMNS, MessageRow, summary_columns
 

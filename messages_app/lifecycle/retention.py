@@ -21,10 +21,10 @@ from audit_app.lifecycle import Actor, lifecycle_finish, lifecycle_progress, lif
 from audit_app.models import LifecycleAction, LifecycleSubject
 from formation.errors import InvalidArguments
 from formation.sql import named_rows, table
-from messages_app.lifecycle.batches import DEFAULT_BATCH_SIZE, check_batch_size
 from messages_app.lifecycle.erasure import messages_erase
 from messages_app.lifecycle.holds import erasure_guard
-from messages_app.models import MAX_RETENTION_DAYS, Conversation, Message, Workspace
+from messages_app.limits import DEFAULT_BATCH_SIZE, MAX_RETENTION_DAYS, check_batch_size
+from messages_app.models import Conversation, Message, Workspace
 
 # --- periods ----------------------------------------------------------------------------------
 

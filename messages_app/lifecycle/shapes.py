@@ -8,9 +8,9 @@ from rest_framework import serializers
 
 from formation.fields import Id, JsonInteger, StrictSerializer, Text
 from formation.shapes import Shape, page_shape
-from messages_app.models import MAX_RETENTION_DAYS
+from messages_app.limits import MAX_NAME_CHARS, MAX_RETENTION_DAYS
 from messages_app.selectors import MessageRow
-from messages_app.serializers import MAX_NAME_CHARS, MessageSummarySerializer
+from messages_app.serializers import MessageSummarySerializer
 
 # JSON Lines: one JSON value per line, UTF-8 (https://jsonlines.org/).
 JSON_LINES = "application/x-ndjson"

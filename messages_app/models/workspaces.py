@@ -11,9 +11,7 @@ from django.db.models.functions import Greatest, Least
 from django.utils import timezone
 
 from formation.tenancy import TenantForeignKey, TenantModel
-
-# The longest retention period a workspace or conversation may set (about a century).
-MAX_RETENTION_DAYS = 36_500
+from messages_app.limits import MAX_RETENTION_DAYS
 
 
 def retention_in_range(field: str, name: str) -> models.CheckConstraint:

@@ -20,10 +20,9 @@ from django.db import connection
 
 from formation.serving import Answer, ServingLimits
 from messages_app.lifecycle import exports
-from messages_app.lifecycle.batches import DEFAULT_BATCH_SIZE
 from messages_app.lifecycle.exports import PAGE_BYTES
+from messages_app.limits import DEFAULT_BATCH_SIZE, MAX_CONTENT_CHARS
 from messages_app.models import Conversation, Message
-from messages_app.serializers import MAX_CONTENT_CHARS
 from tests import factories
 
 pytestmark = pytest.mark.django_db

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from formation.mcp_envelope import MAX_BODY_BYTES
+from formation.limits import MAX_BODY_BYTES
 from formation.tools import AGENT_TOOLS, input_schema
 from formation.wsgi import application as wsgi_application
 from messages_app import services

@@ -4,8 +4,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from audit_app.lifecycle import Actor
 from formation.display import counted
-from messages_app.lifecycle.batches import DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE
 from messages_app.lifecycle.retention import retention_apply
+from messages_app.limits import DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE
 from messages_app.models import Workspace
 
 

@@ -6,10 +6,9 @@ yet.
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from messages_app.models import Agent, Workspace
+from messages_app.limits import MAX_NAME_CHARS
+from messages_app.models import Workspace
 from messages_app.services import agent_create
-
-MAX_NAME_CHARS = Agent._meta.get_field("name").max_length
 
 
 class Command(BaseCommand):

@@ -15,9 +15,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from audit_app.lifecycle import Actor
 from audit_app.models import LifecycleSubject
 from formation.display import counted
-from messages_app.lifecycle.batches import DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE
 from messages_app.lifecycle.exports import Export, export_start
 from messages_app.lifecycle.shapes import json_lines
+from messages_app.limits import DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE
 from messages_app.models import Workspace
 
 # How often (in messages) progress is printed.
