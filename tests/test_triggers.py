@@ -79,7 +79,7 @@ def differences(declarations: list[str]) -> dict[str, tuple[str | None, str | No
         cursor.execute("SELECT current_schema()")
         (migrated_schema,) = cursor.fetchone()
         cursor.execute(f"CREATE SCHEMA {SCRATCH}")
-        for name in _tables():
+        for name in map(connection.ops.quote_name, _tables()):
             cursor.execute(f"CREATE TABLE {SCRATCH}.{name} (LIKE {migrated_schema}.{name})")
         # Only the scratch schema (and pg_catalog): a name the files use that it lacks fails
         # here instead of reaching the migrated tables.
@@ -113,16 +113,16 @@ def _report(found: dict[str, tuple[str | None, str | None]]) -> str:
 
 def test_the_database_holds_what_the_sql_files_declare(db):
     assert SQL_FILES
-    found = differences([path.read_text() for path in SQL_FILES])
+    found = differences([path.read_text(encoding="utf-8") for path in SQL_FILES])
     assert not found, _report(found)
 
 
 def test_an_edited_body_and_an_undeclared_function_are_differences(db):
     """The comparison sees a body changed in a file, and a function no file declares."""
     edited = [
-        path.read_text().replace("RETURN NEW;", "RETURN NEW; -- edited", 1)
+        path.read_text(encoding="utf-8").replace("RETURN NEW;", "RETURN NEW; -- edited", 1)
         if path.name == "triggers.sql" and path.parent.parent.name == "messages_app"
-        else path.read_text()
+        else path.read_text(encoding="utf-8")
         for path in SQL_FILES
     ]
     with connection.cursor() as cursor:
