@@ -4,6 +4,12 @@ Every failure, whether raised by our services (``ApiError``), by DRF (validation
 authentication), by django-filter, by Django (404, 500) or by the database, is rendered here.
 Messages are fixed sentences written by us: they never echo message text, query text, member
 lists or the ids of things the caller may not see.
+
+Each error class declares the shape of its ``details`` (``details_shape``, a ``Shape`` the
+OpenAPI document describes through ``formation.openapi.error_response``); an error that belongs
+to one app lives in that app (``messages_app/errors.py``, ``search_app/errors.py``), since this
+module imports none of them. ``error_body`` builds the envelope of every answer Django or DRF
+gives (``formation/serving.py`` writes the same envelope for what it refuses before Django runs).
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 import logging
 import math
 import sys
-from typing import Any
+from typing import Any, ClassVar
 
 import psycopg
 from django.conf import settings
@@ -50,6 +56,8 @@ class ApiError(Exception):
     code = "internal_error"
     status = 500
     default_message = "The request could not be completed."
+    # What ``details`` holds, as the schema documents it; None: always ``{}``.
+    details_shape: ClassVar[type[Shape] | None] = None
 
     def __init__(self, message: str | None = None, *, details: dict[str, Any] | None = None):
         self.message = message or self.default_message
@@ -61,6 +69,7 @@ class InvalidArguments(ApiError):
     code = "invalid_arguments"
     status = 400
     default_message = "The request has invalid arguments."
+    details_shape = InvalidArgumentsDetails
 
     @classmethod
     def for_field(cls, name: str, message: str, **extra: Any) -> InvalidArguments:
@@ -103,30 +112,6 @@ class NotAcceptable(ApiError):
     default_message = "The Accept header admits none of the types this endpoint answers."
 
 
-class DeliveryBlocked(ApiError):
-    code = "delivery_blocked"
-    status = 409
-    default_message = "The reply may not be delivered to this conversation."
-
-
-class LegalHoldActive(ApiError):
-    """A legal hold covers what a delete or erasure would remove (messages_app/lifecycle/holds.py);
-    ``details.holdId`` names it. Nothing was changed."""
-
-    code = "legal_hold_active"
-    status = 409
-    default_message = "A legal hold covers these messages; nothing was erased."
-
-    def __init__(self, hold_id: object) -> None:
-        super().__init__(details={"holdId": str(hold_id)})
-
-
-class SearchBudgetExhausted(ApiError):
-    code = "search_budget_exhausted"
-    status = 429
-    default_message = "This run has used its search evidence budget."
-
-
 class AuditUnavailable(ApiError):
     code = "audit_unavailable"
     status = 503
@@ -145,12 +130,14 @@ class RateLimited(ApiError):
     code = "rate_limited"
     status = 429
     default_message = "Too many requests for this token; retry after the given delay."
+    details_shape = RetryAfterDetails
 
 
 JSON_BODY_ONLY = "The request body must be JSON, sent with Content-Type: application/json."
 
 
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The envelope (SPEC §5), for every answer and example that carries an error."""
     return {"error": {"code": code, "message": message, "details": details or {}}}
 
 
@@ -241,9 +228,11 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         headers["WWW-Authenticate"] = 'Bearer realm="api"'
     if isinstance(error, RateLimited):
         headers["Retry-After"] = str(error.details["retryAfter"])
-    return Response(
-        error_body(error.code, error.message, error.details), status=error.status, headers=headers
-    )
+    return Response(_body(error), status=error.status, headers=headers)
+
+
+def _body(error: ApiError) -> dict[str, Any]:
+    return error_body(error.code, error.message, error.details)
 
 
 def _count(error: ApiError) -> None:
@@ -265,24 +254,21 @@ def _unavailable(exc: OperationalError) -> Unavailable:
 
 
 def api_error_response(error: ApiError) -> JsonResponse:
-    """The envelope for an error raised outside DRF (a middleware), same bytes as DRF's."""
+    """The envelope for an error raised outside DRF (a middleware), counted like DRF's."""
     _count(error)
+    return _json(error)
+
+
+def _json(error: ApiError) -> JsonResponse:
+    """The envelope outside DRF, byte-compatible with DRF's JSONRenderer. Django's own handlers
+    below answer with it uncounted."""
     return JsonResponse(
-        error_body(error.code, error.message, error.details),
-        status=error.status,
-        json_dumps_params={"separators": (",", ":")},
+        _body(error), status=error.status, json_dumps_params={"separators": (",", ":")}
     )
 
 
 def _is_api(request: HttpRequest) -> bool:
     return request.path.startswith("/api/")
-
-
-def _json(code: str, message: str, status: int) -> JsonResponse:
-    """The envelope for errors raised outside DRF, byte-compatible with DRF's JSONRenderer."""
-    return JsonResponse(
-        error_body(code, message), status=status, json_dumps_params={"separators": (",", ":")}
-    )
 
 
 @csrf_exempt
@@ -293,7 +279,7 @@ def not_found_view(request: HttpRequest, exception: Exception | None = None) -> 
     Django's HTML CSRF page."""
     if not _is_api(request):
         return defaults.page_not_found(request, exception)
-    return _json(NotFound.code, NotFound.default_message, 404)
+    return _json(NotFound())
 
 
 def server_error_view(request: HttpRequest) -> HttpResponse:
@@ -304,20 +290,20 @@ def server_error_view(request: HttpRequest) -> HttpResponse:
     exc = sys.exc_info()[1]
     if isinstance(exc, OperationalError):
         return api_error_response(_unavailable(exc))
-    return _json(ApiError.code, ApiError.default_message, 500)
+    return _json(ApiError())
 
 
 def bad_request_view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if not _is_api(request):
         return defaults.bad_request(request, exception)
-    return _json(InvalidArguments.code, InvalidArguments.default_message, 400)
+    return _json(InvalidArguments())
 
 
 def csrf_failure_view(request: HttpRequest, reason: str = "") -> HttpResponse:
     """``CSRF_FAILURE_VIEW``: the envelope under /api/ (no HTML page reaches an API client)."""
     if not _is_api(request):
         return csrf.csrf_failure(request, reason)
-    return _json(Forbidden.code, Forbidden.default_message, 403)
+    return _json(Forbidden())
 
 
 def permission_denied_view(
@@ -325,4 +311,4 @@ def permission_denied_view(
 ) -> HttpResponse:
     if not _is_api(request):
         return defaults.permission_denied(request, exception)
-    return _json(Forbidden.code, Forbidden.default_message, 403)
+    return _json(Forbidden())

@@ -37,14 +37,13 @@ from formation.errors import (
     ApiError,
     Forbidden,
     InvalidArguments,
-    InvalidArgumentsDetails,
     NotFound,
     RateLimited,
-    RetryAfterDetails,
     Unauthenticated,
     Unavailable,
     error_body,
 )
+from formation.shapes import Shape
 from formation.tools import AgentTool, field_schema, input_schema
 
 # The sentences and tags the endpoints' descriptions share.
@@ -96,7 +95,7 @@ class StrictBody(OpenApiSerializerExtension):
 
 
 def _envelope(
-    name: str, codes: list[str], details: type[serializers.Serializer] | None
+    name: str, codes: list[str], details: type[Shape] | None
 ) -> type[serializers.Serializer]:
     body = type(
         f"{name}Body",
@@ -112,17 +111,15 @@ def _envelope(
     return type(name, (serializers.Serializer,), {"error": body()})
 
 
-def error_response(
-    name: str,
-    errors: list[type[ApiError]],
-    description: str,
-    details: type[serializers.Serializer] | None = None,
-) -> OpenApiResponse:
-    """One error status: the envelope named ``name``, its codes, and the first one's example."""
+def error_response(name: str, errors: list[type[ApiError]], description: str) -> OpenApiResponse:
+    """One error status: the envelope named ``name``, its codes, and the first one's example.
+
+    ``details`` is the first error's ``details_shape``, which must also describe the others'
+    (a search's 429: the budget, or ``retryAfter``)."""
     codes = [error.code for error in errors]
     example = errors[0]
     return OpenApiResponse(
-        response=_envelope(name, codes, details),
+        response=_envelope(name, codes, _details_shape(errors)),
         description=f"`{'` or `'.join(codes)}`: {description}",
         examples=[
             OpenApiExample(
@@ -133,13 +130,21 @@ def error_response(
     )
 
 
+def _details_shape(errors: list[type[ApiError]]) -> type[Shape] | None:
+    shape = errors[0].details_shape
+    described = set(shape().fields) if shape else set()
+    for error in errors[1:]:
+        if error.details_shape and not set(error.details_shape().fields) <= described:
+            raise TypeError(f"{error.__name__}'s details are not those of {errors[0].__name__}.")
+    return shape
+
+
 ERRORS: dict[int, OpenApiResponse] = {
     400: error_response(
         "InvalidArgumentsError",
         [InvalidArguments],
         "unknown or repeated fields or parameters, wrong JSON types, values out of range, or a "
         "request the data does not allow.",
-        InvalidArgumentsDetails,
     ),
     401: error_response(
         "UnauthenticatedError", [Unauthenticated], "no bearer token, or an unknown one."
@@ -156,7 +161,6 @@ ERRORS: dict[int, OpenApiResponse] = {
         [RateLimited],
         "too many requests for this token (per-token rates); retry after `details.retryAfter` "
         "seconds.",
-        RetryAfterDetails,
     ),
     503: error_response(
         "UnavailableError", [Unavailable], "the database is unavailable; retry shortly."

@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.utils import extend_schema, extend_schema_view
-from rest_framework import serializers, status
+from rest_framework import status
 from rest_framework.decorators import action
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from formation.errors import InvalidArguments, LegalHoldActive
+from formation.errors import InvalidArguments
 from formation.openapi import (
     RUNTIME_TAG,
     SERVICE,
@@ -27,7 +27,6 @@ from formation.openapi import (
     filter_parameters,
     id_in_path,
 )
-from formation.shapes import Shape
 from formation.viewsets import (
     ListPageQuery,
     ServiceViewSet,
@@ -37,6 +36,7 @@ from formation.viewsets import (
     validated,
 )
 from messages_app import selectors, services
+from messages_app.errors import LegalHoldActive
 from messages_app.filters import (
     AccountFilter,
     AgentFilter,
@@ -68,16 +68,10 @@ from messages_app.serializers import (
     MessageSummarySerializer,
 )
 
-
-class LegalHoldDetails(Shape):
-    holdId = serializers.UUIDField(help_text="The legal hold that refused it.")
-
-
 LEGAL_HOLD = error_response(
     "LegalHoldError",
     [LegalHoldActive],
     "a legal hold covers the messages this would erase or edit; nothing was changed.",
-    LegalHoldDetails,
 )
 
 

@@ -29,7 +29,7 @@ from audit_app.models import ConversationSearchEvent
 from formation import metrics
 from formation.auth import Caller
 from formation.bulk_insert import insert_rows
-from formation.errors import DeliveryBlocked, Forbidden, InvalidArguments
+from formation.errors import Forbidden, InvalidArguments
 from formation.fields import camel_case
 from formation.sql import transaction_advisory_lock
 from formation.tools import ToolCall
@@ -50,10 +50,10 @@ from messages_app.models import (
 from messages_app.selectors import get_or_not_found
 from messages_app.services import MessageDraft, message_create, token_create
 from search_app.deliverability import run_lens
+from search_app.errors import DeliveryBlocked, DeliveryBlockedDetails
 from search_app.models import MemoryLineage, MemoryRoom, RunMemory
 from search_app.perspective import Perspective, RunState, run_scope
 from search_app.queries import delivery_blockers
-from search_app.serializers import DeliveryBlockedDetails
 
 RUN_FINISHED = "This run has finished; its tools are closed."
 

@@ -99,22 +99,6 @@ class HistorySearchResult(Shape):
     budget = BudgetSerializer()
 
 
-class SearchLimitDetails(Shape):
-    budget = BudgetSerializer(
-        required=False, help_text="search_budget_exhausted: the run's budget."
-    )
-    retryAfter = serializers.IntegerField(
-        required=False, help_text="rate_limited: seconds; also sent as Retry-After."
-    )
-
-
-class DeliveryBlockedDetails(Shape):
-    blocked = serializers.IntegerField(help_text="How many evidence messages block the reply.")
-    reasons = serializers.DictField(
-        child=serializers.IntegerField(), help_text="How many, by reason; never which."
-    )
-
-
 def ranking(hit: Hit) -> dict[str, Any]:
     """One hit's ranking as the answer's ``reasons`` and the audit's record show it: each
     contribution rounded to six decimals, and the score their rounded sum (rounding the exact

@@ -13,14 +13,7 @@ from rest_framework.views import APIView
 
 from formation.auth import IsRunToken, IsServiceOrRunToken
 from formation.db_timeouts import retrying_conflicts
-from formation.errors import (
-    AuditUnavailable,
-    DeliveryBlocked,
-    NotFound,
-    RateLimited,
-    SearchBudgetExhausted,
-    Unavailable,
-)
+from formation.errors import AuditUnavailable, NotFound, RateLimited, Unavailable
 from formation.fields import check_query_keys, query_params
 from formation.openapi import (
     RUNS_TAG,
@@ -37,10 +30,10 @@ from formation.viewsets import ListPageQuery, ServiceViewSet, validated
 from messages_app.models import Run, ToolScope
 from messages_app.serializers import MessageSummarySerializer
 from search_app import runs, services, tools
+from search_app.errors import DeliveryBlocked, SearchBudgetExhausted
 from search_app.limits import EVIDENCE_BUDGET
 from search_app.queries import SPEAKERS
 from search_app.serializers import (
-    DeliveryBlockedDetails,
     HistorySearchResult,
     MemoryCreated,
     MemorySearchQuery,
@@ -50,7 +43,6 @@ from search_app.serializers import (
     RunCreateSerializer,
     RunSerializer,
     RunStatusSerializer,
-    SearchLimitDetails,
 )
 from search_app.trace import RunTrace, search_audit_item
 
@@ -59,14 +51,12 @@ DELIVERY_BLOCKED = error_response(
     "DeliveryBlockedError",
     [DeliveryBlocked],
     "the final delivery check refused the reply; nothing was stored.",
-    DeliveryBlockedDetails,
 )
 SEARCH_LIMITS = error_response(
     "SearchLimitError",
     [SearchBudgetExhausted, RateLimited],
     f"the run has brought in its {EVIDENCE_BUDGET} evidence messages; or too many requests "
     "for this token.",
-    SearchLimitDetails,
 )
 SEARCH_UNAVAILABLE = error_response(
     "SearchUnavailableError",

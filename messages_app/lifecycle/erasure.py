@@ -28,8 +28,9 @@ from django.utils import timezone
 
 from audit_app.lifecycle import Actor, lifecycle_finish, lifecycle_progress, lifecycle_start
 from audit_app.models import LifecycleAction, LifecycleOutcome, LifecycleSubject
-from formation.errors import LegalHoldActive, NotFound
+from formation.errors import NotFound
 from formation.sql import named_rows, table
+from messages_app.errors import LegalHoldActive
 from messages_app.lifecycle.holds import refuse_if_account_held, refuse_if_held
 from messages_app.limits import DEFAULT_BATCH_SIZE, check_batch_size
 from messages_app.models import (

@@ -19,8 +19,9 @@ from django.utils import timezone
 
 from audit_app.lifecycle import Actor, lifecycle_start
 from audit_app.models import LifecycleAction, LifecycleSubject
-from formation.errors import InvalidArguments, LegalHoldActive
+from formation.errors import InvalidArguments
 from formation.sql import named_rows, table, transaction_advisory_lock
+from messages_app.errors import LegalHoldActive
 from messages_app.models import Account, Conversation, LegalHold, Message
 
 # The first key of the two-key advisory lock (``pg_advisory_xact_lock(int, int)``): the hold

@@ -22,11 +22,11 @@ from django.db import connection
 from django.utils import timezone
 
 from audit_app.models import ConversationSearchEvent
-from formation.errors import SearchBudgetExhausted
 from messages_app import services
 from messages_app.models import Account, Agent, Conversation, Message, Run
 from messages_app.services import MessageDraft
 from search_app import queries
+from search_app.errors import SearchBudgetExhausted
 from search_app.models import SEARCH_CONFIG
 from search_app.serializers import search_history_body
 from tests import factories

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from audit_app.lifecycle import Actor
 from audit_app.models import LifecycleEvent
-from formation.errors import LegalHoldActive
+from messages_app.errors import LegalHoldActive
 from messages_app.lifecycle import erasure, holds
 from messages_app.lifecycle.erasure import ERASED_NAME
 from messages_app.models import (

@@ -13,8 +13,8 @@ import pytest
 from django.db import connection, transaction
 
 from audit_app.lifecycle import Actor
-from formation.errors import LegalHoldActive
 from messages_app import services
+from messages_app.errors import LegalHoldActive
 from messages_app.lifecycle import holds
 from messages_app.models import Message
 from tests import factories

@@ -16,8 +16,9 @@ from django.utils import timezone
 
 from audit_app.lifecycle import Actor
 from audit_app.models import LifecycleEvent, LifecycleOutcome, LifecycleSubject
-from formation.errors import InvalidArguments, LegalHoldActive, NotFound
+from formation.errors import InvalidArguments, NotFound
 from messages_app import services
+from messages_app.errors import LegalHoldActive
 from messages_app.lifecycle import erasure, exports, holds, retention
 from messages_app.models import (
     Account,

@@ -13,10 +13,10 @@ import uuid
 
 import pytest
 
-from formation.errors import SearchBudgetExhausted
 from messages_app import services
 from messages_app.models import Message, RunEvidence
 from messages_app.services import MessageDraft
+from search_app.errors import SearchBudgetExhausted
 from search_app.runs import run_create
 from tests import factories
 from tests.factories import at

@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from audit_app.lifecycle import Actor
-from formation.errors import DeliveryBlocked
 from messages_app import services
 from messages_app.lifecycle import erasure
 from messages_app.models import Message, MessageLineage, RunEvidence
+from search_app.errors import DeliveryBlocked
 from search_app.runs import run_reply
 from tests import factories
 from tests.factories import at

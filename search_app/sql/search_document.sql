@@ -1,0 +1,59 @@
+-- The one definition of a search document, as the migrated database holds it (created by
+-- search_app/migrations/0005_search_documents_cjk_language.py; the triggers in triggers.sql,
+-- the memories and the queries use it). tests/test_triggers.py holds the database to this file.
+--
+-- formation_search_document(config, text): the configuration's own lexemes, and for each run of
+-- Han, kana or Hangul characters (scripts written without spaces between words) its overlapping
+-- two-character bigrams, so any word of two or more characters inside a sentence can be found
+-- (docs/search.md, "Full-text search"). Text without such characters gets exactly
+-- to_tsvector(config, text).
+
+
+-- The characters indexed as bigrams. search_app/text.py holds the same ranges (CJK_RANGES;
+-- tests/search_app/test_cjk.py compares them code point by code point).
+CREATE OR REPLACE FUNCTION formation_cjk_class() RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT '[\u1100-\u11ff\u2e80-\u2fdf\u3005-\u3007\u3021-\u3029\u3031-\u3035\u303b-\u303c\u3041-\u309f\u30a1-\u30fa\u30fc-\u30ff\u3131-\u318e\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff66-\uff9f\uffa0-\uffdc\U0001b000-\U0001b16f\U00020000-\U0003ffff]'::text $$;
+
+-- A run of one character is indexed as itself; a longer run as its bigrams, at consecutive
+-- positions from start. A run that follows another run with no lexeme between them starts one
+-- position further (start 2), so that no phrase of bigrams can bridge two runs: the bigrams of
+-- "移行、行動" never spell "移行動".
+CREATE OR REPLACE FUNCTION formation_cjk_grams(run text, start integer) RETURNS tsvector
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT CASE
+        WHEN length(run) = 0 THEN ''::tsvector
+        WHEN length(run) = 1 THEN ('''' || run || ''':' || start)::tsvector
+        ELSE (SELECT string_agg('''' || substr(run, i, 2) || ''':' || (start + i - 1), ' ')
+              FROM generate_series(1, length(run) - 1) AS i)::tsvector
+    END
+$$;
+
+CREATE OR REPLACE AGGREGATE formation_tsvector_agg(tsvector) (
+    SFUNC = tsvector_concat, STYPE = tsvector, INITCOND = ''
+);
+
+CREATE OR REPLACE FUNCTION formation_search_document(config regconfig, body text) RETURNS tsvector
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT CASE
+        WHEN body !~ formation_cjk_class() THEN to_tsvector(config, body)
+        ELSE (
+            SELECT formation_tsvector_agg(
+                       plain || formation_cjk_grams(
+                           part[2], CASE WHEN n = 1 OR length(plain) > 0 THEN 1 ELSE 2 END)
+                       ORDER BY n)
+            FROM regexp_matches(
+                     body,
+                     '([^' || substr(formation_cjk_class(), 2) || '*)('
+                         || formation_cjk_class() || '*)',
+                     'g') WITH ORDINALITY AS parts(part, n)
+            CROSS JOIN LATERAL to_tsvector(config, part[1]) AS plain)
+    END
+$$;
+
+-- The text ts_headline reads for highlights: CJK characters blanked one for one, so the words
+-- around them are the words the document indexed, at the same code point offsets.
+CREATE OR REPLACE FUNCTION formation_search_masked(body text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT CASE WHEN body ~ formation_cjk_class()
+                THEN regexp_replace(body, formation_cjk_class(), ' ', 'g') ELSE body END
+$$;
