@@ -46,6 +46,7 @@ from gunicorn.asgi.protocol import ASGIProtocol
 from gunicorn.workers import gasgi
 
 from formation.asgi_body import ASGIApp, Message, Receive, Scope, Send, replay
+from formation.errors import error_body
 from formation.wsgi_threads import Abandoned, ClientGone, WaitingWSGI
 
 logger = logging.getLogger("formation.serving")
@@ -96,9 +97,7 @@ class Refused(Exception):
     message: str
 
     def messages(self) -> list[Message]:
-        body = json.dumps(
-            {"error": {"code": self.code, "message": self.message, "details": {}}}
-        ).encode()
+        body = json.dumps(error_body(self.code, self.message)).encode()
         headers = [
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode()),
