@@ -8,8 +8,8 @@ lists or the ids of things the caller may not see.
 Each error class declares the shape of its ``details`` (``details_shape``, a ``Shape`` the
 OpenAPI document describes through ``formation.openapi.error_response``); an error that belongs
 to one app lives in that app (``messages_app/errors.py``, ``search_app/errors.py``), since this
-module imports none of them. ``error_body`` builds the envelope of every error answer: Django's, DRF's, and what
-``formation/serving.py`` refuses on its event loop before Django runs.
+module imports none of them. ``error_body`` builds the envelope of every error answer:
+Django's, DRF's, and what ``formation/serving.py`` refuses on its event loop before Django runs.
 """
 
 from __future__ import annotations
