@@ -50,8 +50,8 @@ from messages_app.selectors import get_or_not_found
 from messages_app.services import MAX_RECENT_MESSAGES, MessageDraft, message_create, token_create
 from search_app.deliverability import run_lens
 from search_app.models import MemoryLineage, MemoryRoom, RunMemory
-from search_app.perspective import Perspective, RunState, run_scope
 from search_app.queries import delivery_blockers
+from search_app.scope import Perspective, RunState, run_scope
 from search_app.serializers import DeliveryBlockedDetails
 
 RUN_FINISHED = "This run has finished; its tools are closed."
