@@ -414,8 +414,9 @@ def _memory_rules(alias: str) -> list[tuple[str, str]]:
 
 
 def memory_eligible_condition(alias: str) -> str:
-    """Rules 2 to 4 for memory ``alias`` (``_memory_rules``): what it was drawn from may reach
-    the destination.
+    """Rules 2 and 4 for memory ``alias`` (``_memory_rules``): what it was drawn from may reach
+    the destination (rule 3 is part of rule 4 here: the rooms a memory inherits include the
+    room of the run that wrote it).
 
     A memory is the agent's own and lives in no conversation, so it is exactly as visible as
     the strictest thing it was drawn from: every room it inherits (``MemoryRoom``: the room of

@@ -17,7 +17,7 @@ the hits, not their context.
 
 from __future__ import annotations
 
-from formation.sql import table
+from formation.sql import literals, table
 from messages_app.models import Message
 from search_app.history import ranking
 from search_app.history.matches import filter_conditions, speakers_cte
@@ -35,8 +35,14 @@ CONTEXT_POOL = 50
 # How many messages each side of a hit are read, nearest first, to find its eligible neighbours.
 NEIGHBOUR_SCAN = 200
 # The columns of a message a window holds.
-WALKED_COLUMNS = ("id", "conversation_id", "seq", "created_at", "sender_account_id",
-                  "sender_agent_id")  # fmt: skip
+WALKED_COLUMNS = (
+    "id",
+    "conversation_id",
+    "seq",
+    "created_at",
+    "sender_account_id",
+    "sender_agent_id",
+)
 
 
 def context_params() -> dict[str, object]:
@@ -55,7 +61,7 @@ def nearest(side: str, anchor: str, count: int) -> str:
     row, like the hits'.
     """
     before = side == "before"
-    return f"""(SELECT m.*, '{side}' AS side FROM (
+    return f"""(SELECT m.*, {literals([side])} AS side FROM (
                  SELECT * FROM {table(Message)} AS nearest
                  WHERE nearest.workspace_id = %(p_workspace)s
                    AND nearest.conversation_id = {anchor}.conversation_id
