@@ -9,20 +9,13 @@ from types import SimpleNamespace
 import pytest
 
 from formation.sql import ParameterCollision
+from messages_app import lens as lenses
 from messages_app import selectors
-from messages_app.lens import (
-    RunLens,
-    deliverable_flag,
-    lens_ctes,
-    lens_params,
-    lens_reference,
-    lens_visible,
-)
 from messages_app.selectors import SUMMARY_COLUMNS, MessageRow, message_row, summary_columns
 
 
-def lens(*, strict: bool) -> RunLens:
-    return RunLens(
+def lens(*, strict: bool) -> lenses.RunLens:
+    return lenses.RunLens(
         ctes="scope AS (SELECT 1)",
         params={"p_workspace": "w"},
         deliverable=lambda alias: f"ok({alias})",
@@ -57,32 +50,32 @@ def test_a_row_read_by_name_becomes_a_message_row():
 
 
 def test_without_a_lens_nothing_is_added():
-    assert lens_ctes(None) == ""
-    assert lens_visible(None, "m") == ""
-    assert lens_params(None, {"ws": 1}) == {"ws": 1}
+    assert lenses.lens_ctes(None) == ""
+    assert lenses.lens_visible(None, "m") == ""
+    assert lenses.lens_params(None, {"ws": 1}) == {"ws": 1}
 
 
 def test_a_lens_adds_its_ctes_and_parameters_and_a_strict_one_its_filter():
-    assert lens_ctes(lens(strict=False)) == "scope AS (SELECT 1),"
-    assert lens_visible(lens(strict=False), "m") == ""
-    assert lens_visible(lens(strict=True), "m") == "AND seen(m)"
-    assert lens_params(lens(strict=False), {"ws": 1}) == {"p_workspace": "w", "ws": 1}
+    assert lenses.lens_ctes(lens(strict=False)) == "scope AS (SELECT 1),"
+    assert lenses.lens_visible(lens(strict=False), "m") == ""
+    assert lenses.lens_visible(lens(strict=True), "m") == "AND seen(m)"
+    assert lenses.lens_params(lens(strict=False), {"ws": 1}) == {"p_workspace": "w", "ws": 1}
 
 
 def test_only_a_strict_lens_shows_references_through_itself():
-    assert lens_reference(lens(strict=False)) is None
-    assert lens_reference(lens(strict=True))("m.thread_id") == "shown(m.thread_id)"
+    assert lenses.lens_reference(lens(strict=False)) is None
+    assert lenses.lens_reference(lens(strict=True))("m.thread_id") == "shown(m.thread_id)"
 
 
 def test_the_deliverable_flag_reads_the_canonical_message():
-    flag = deliverable_flag(lens(strict=False), "page")
+    flag = lenses.deliverable_flag(lens(strict=False), "page")
     assert "ok(flagged)" in flag
     assert "flagged.id = page.id" in flag
 
 
 def test_a_statement_may_not_rebind_a_lens_parameter():
     with pytest.raises(ParameterCollision):
-        lens_params(lens(strict=False), {"p_workspace": "another"})
+        lenses.lens_params(lens(strict=False), {"p_workspace": "another"})
 
 
 @pytest.mark.parametrize("strict", [None, False, True])
