@@ -23,10 +23,10 @@ without spaces (synthetic CJK messages are added to the agent's destination for 
   terms OR-ed, ranked by ``ts_rank``, top 20, over every conversation the agent is a member
   of), which does none of the perspective rules, neighbours, evidence or audit, and in a second
   row the *perspective floor*: the product's own ranked hits statement
-  (``search_app.queries.hits_statement``, every perspective rule included) alone, its scope
-  resolved outside the timing; for bulk ingest, one transaction that reserves the seqs and
-  inserts the rows with one ``INSERT ... SELECT FROM unnest(...)``, through the same indexes
-  and triggers; for ``/healthz``, nothing (zero).
+  (``search_app.history.statement.hits_statement``, every perspective rule included) alone,
+  its scope resolved outside the timing; for bulk ingest, one transaction that reserves the
+  seqs and inserts the rows with one ``INSERT ... SELECT FROM unnest(...)``, through the same
+  indexes and triggers; for ``/healthz``, nothing (zero).
 - **HTTP floor**: ``GET /`` over one keep-alive loopback connection to ``bench/http_floor.py``,
   an application that answers a fixed 12-byte JSON body and does nothing else, under gunicorn's
   threaded worker (1 worker x 1 thread): what any Python server on this machine costs for a
@@ -110,8 +110,9 @@ from messages_app.services import (  # noqa: E402
     token_create,
     workspace_create,
 )
-from search_app.perspective import Perspective  # noqa: E402
-from search_app.queries import HistoryFilters, hits_statement  # noqa: E402
+from search_app.history.results import HistoryFilters  # noqa: E402
+from search_app.history.statement import hits_statement  # noqa: E402
+from search_app.scope import Perspective  # noqa: E402
 from search_app.text import parse_query  # noqa: E402
 from synthetic.corpus import (  # noqa: E402
     BUSY_AGENT_NAME,

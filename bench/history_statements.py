@@ -37,7 +37,7 @@ from benchmark import BANDS, Scene, corpus_vocabulary, prepare_scene  # noqa: E4
 from django.db import connection, transaction  # noqa: E402
 
 from search_app import services  # noqa: E402
-from search_app.queries import HistoryFilters  # noqa: E402
+from search_app.history.results import HistoryFilters  # noqa: E402
 from search_app.runs import run_create  # noqa: E402
 
 WARMUP = 3

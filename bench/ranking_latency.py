@@ -4,21 +4,21 @@
         --before 9c9c008 [--requests 30]
 
 A ranking change is judged by what it costs where it runs: this times search_history's hits
-statement (``search_app.queries.hits_statement``, every perspective rule, neighbours, exclusion
-counts) as ``--before`` wrote it and as the working tree writes it, for the corpus's busy agent
-from a run in its busiest private room, on the frequency bands of ``bench/benchmark.py`` (rare,
-mid and common terms). Each side runs as the product runs it: ``--before`` bound on the client
-as Django binds every statement (planned on every call), today's both that way and prepared
+statement (``search_app.history.statement.hits_statement``, every perspective rule, neighbours,
+exclusion counts) as ``--before`` wrote it and as the working tree writes it, for the corpus's busy
+agent from a run in its busiest private room, on the frequency bands of ``bench/benchmark.py``
+(rare, mid and common terms). Each side runs as the product runs it: ``--before`` bound on the
+client as Django binds every statement (planned on every call), today's both that way and prepared
 (``formation/prepared.py``: planned per connection). The three run in turn (the order rotates),
-after untimed warm-ups, so the machine's drift falls on all; it prints each one's p50 and p95
-and the median of the pairwise ratios to ``--before``. The scope is read once, outside the
-timing, as the benchmark's perspective floor does.
+after untimed warm-ups, so the machine's drift falls on all; it prints each one's p50 and p95 and
+the median of the pairwise ratios to ``--before``. The scope is read once, outside the timing, as
+the benchmark's perspective floor does.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import os
 import statistics
 import subprocess
@@ -44,10 +44,10 @@ from messages_app.models import (  # noqa: E402
     Membership,
     Workspace,
 )
-from search_app import queries  # noqa: E402
-from search_app.perspective import run_scope  # noqa: E402
-from search_app.queries import HistoryFilters  # noqa: E402
+from search_app.history import statement  # noqa: E402
+from search_app.history.results import HistoryFilters  # noqa: E402
 from search_app.runs import run_create  # noqa: E402
+from search_app.scope import run_scope  # noqa: E402
 from search_app.text import parse_query  # noqa: E402
 from synthetic.corpus import BUSY_AGENT_NAME, corpus_vocabulary, workspace_slug  # noqa: E402
 
@@ -56,22 +56,28 @@ BANDS = {"rare": (15_000, 12_000, 9_000), "mid": (300, 250, 200), "common": (2, 
 LIMIT = 20
 
 
-def module_at(ref: str):
-    """``search_app/queries.py`` as commit ``ref`` wrote it, imported beside today's."""
-    source = subprocess.run(
-        ["git", "show", f"{ref}:search_app/queries.py"],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
+def git(*args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=ROOT, check=True, capture_output=True, text=True
     ).stdout
-    path = Path(tempfile.mkdtemp()) / "queries_before.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location("queries_before", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+
+
+def module_at(ref: str):
+    """The module with ``hits_statement`` as commit ``ref`` wrote it, imported beside today's:
+    its ``search_app/history`` package, copied as ``history_before`` with its imports of its
+    own modules pointed at the copy (or, before that package, its ``search_app/queries.py``)."""
+    copy = Path(tempfile.mkdtemp())
+    names = git("ls-tree", "--name-only", ref, "search_app/history/").split()
+    if not names:
+        (copy / "queries_before.py").write_text(git("show", f"{ref}:search_app/queries.py"))
+        sys.path.insert(0, str(copy))
+        return importlib.import_module("queries_before")
+    (copy / "history_before").mkdir()
+    for name in names:
+        source = git("show", f"{ref}:{name}").replace("search_app.history", "history_before")
+        (copy / "history_before" / Path(name).name).write_text(source)
+    sys.path.insert(0, str(copy))
+    return importlib.import_module("history_before.statement")
 
 
 def scene(seed: int):
@@ -153,8 +159,8 @@ def main() -> None:
     url = os.environ["DATABASE_URL"]
     runners = {
         "before": (before, client_bound(url)),
-        "after": (queries, client_bound(url)),
-        "prepared": (queries, prepared(url)),
+        "after": (statement, client_bound(url)),
+        "prepared": (statement, prepared(url)),
     }
     print(
         f"before {args.before} (client-bound), after: the working tree, client-bound and "

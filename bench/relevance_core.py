@@ -35,7 +35,7 @@ from messages_app.services import (
     messages_create,
     workspace_create,
 )
-from search_app.queries import HistoryFilters, HistorySearch
+from search_app.history.results import HistoryFilters, HistorySearch
 from search_app.runs import run_create
 from search_app.services import search_history
 

@@ -21,6 +21,9 @@ from typing import Any
 import psycopg
 from django.conf import settings
 from django.db import connection
+from psycopg.rows import namedtuple_row
+
+from formation.sql import named_rows
 
 
 class _PreparingCursor(psycopg.Cursor):
@@ -31,16 +34,18 @@ class _PreparingCursor(psycopg.Cursor):
         return super().execute(query, params, prepare=True, binary=binary)
 
 
-def fetch_all(sql: str, params: Mapping[str, Any]) -> list[tuple]:
-    """Every row of ``sql`` with ``params``, run prepared on Django's connection, through
+def fetch_all(sql: str, params: Mapping[str, Any]) -> list[Any]:
+    """Every row of ``sql`` with ``params``, as named tuples (read by column name, like
+    ``formation.sql.named_rows``), run prepared on Django's connection, through
     Django's cursor wrapper (execute wrappers such as the statement timeout, and error
     translation, see it like any other statement). A connection that logs its queries (DEBUG,
     a test capturing them) runs it unprepared, so the log holds the statement with its values."""
     if not settings.DATABASE_PREPARED_STATEMENTS or connection.queries_logged:
-        with connection.cursor() as cursor:
+        with named_rows() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchall()
     connection.ensure_connection()
-    with connection.make_cursor(_PreparingCursor(connection.connection)) as cursor:
+    preparing = _PreparingCursor(connection.connection, row_factory=namedtuple_row)
+    with connection.make_cursor(preparing) as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()

@@ -21,10 +21,21 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import models
+from django.db.models import QuerySet
 from django.db.models.lookups import Exact
 from django.db.models.sql.where import AND, WhereNode
 
+from formation.errors import NotFound
+
 WORKSPACE_COLUMN = "workspace_id"
+
+
+def get_or_not_found(queryset: QuerySet, pk: object) -> Any:
+    """One row of an already-scoped queryset, or the same ``NotFound`` as a missing one."""
+    obj = queryset.filter(pk=pk).first()
+    if obj is None:
+        raise NotFound()
+    return obj
 
 
 def workspace_field(model: type[models.Model]) -> models.Field:

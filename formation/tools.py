@@ -65,7 +65,7 @@ class ToolCall:
     caller: Caller
     destination_id: uuid.UUID | None = None
     requester_id: uuid.UUID | None = None
-    # Set by the run's holder (``messages_app.selectors.RunLens``, built by search_app), which
+    # Set by the run's holder (``messages_app.lens.RunLens``, built by search_app), which
     # this module does not know; None with an agent token.
     lens: Any = None
     returned_ids: list[uuid.UUID] = dataclasses.field(default_factory=list)

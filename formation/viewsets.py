@@ -19,11 +19,12 @@ from rest_framework.response import Response
 from rest_framework.viewsets import GenericViewSet
 
 from formation.auth import IsServiceToken
-from formation.errors import InvalidArguments, InvalidArgumentsDetails, NotFound
+from formation.errors import InvalidArguments, InvalidArgumentsDetails
 from formation.fields import StrictSerializer, check_query_keys
 from formation.openapi import RUNTIME_TAG, SERVICE, answers, filter_parameters, id_in_path
 from formation.paths import UUID_PATTERN
 from formation.shapes import Shape
+from formation.tenancy import get_or_not_found
 
 PAGE_KEYS = {"limit", "offset"}
 
@@ -31,14 +32,6 @@ PAGE_KEYS = {"limit", "offset"}
 class ListPageQuery(StrictSerializer):
     limit = serializers.IntegerField(min_value=1, max_value=200, default=50)
     offset = serializers.IntegerField(min_value=0, max_value=1_000_000, default=0)
-
-
-def get_or_not_found(queryset: QuerySet, pk: object) -> Any:
-    """One row of an already-scoped queryset, or the same ``NotFound`` as a missing one."""
-    obj = queryset.filter(pk=pk).first()
-    if obj is None:
-        raise NotFound()
-    return obj
 
 
 def validated(serializer_class, request: Request) -> dict[str, Any]:

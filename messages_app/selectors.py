@@ -14,7 +14,7 @@ membership check, the page and the count where one is needed) whose rows become
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
@@ -23,15 +23,22 @@ from django.db import connection
 from django.db.models import QuerySet
 
 from formation.errors import NotFound
+from formation.sql import table
+from formation.tenancy import get_or_not_found
+from messages_app.lens import (
+    RunLens,
+    deliverable_flag,
+    lens_ctes,
+    lens_params,
+    lens_reference,
+    lens_visible,
+)
 from messages_app.models import Conversation, Membership, Message
 
 Direction = Literal["before", "after", "around"]
 # search_messages reads this many of the workspace's newest messages before searching them all.
 SEARCH_WALK = 300
 
-MESSAGES = Message._meta.db_table
-CONVERSATIONS = Conversation._meta.db_table
-MEMBERSHIPS = Membership._meta.db_table
 # A message summary's columns (SPEC §5), in the order every statement answers them.
 SUMMARY_COLUMNS = (
     "id",
@@ -47,6 +54,9 @@ SUMMARY_COLUMNS = (
     "created_at",
     "sources_erased",
 )
+# The summary's columns that name another message: a run is shown them only where it may receive
+# the message they name (``RunLens.reference``, ``perspective.receivable_reference``).
+REFERENCE_COLUMNS = ("reply_to_id", "thread_id")
 
 
 class MessageRow(NamedTuple):
@@ -95,38 +105,29 @@ def text_search_configurations() -> list[str]:
     return [row[0] for row in _rows("SELECT oid::regconfig::text FROM pg_ts_config ORDER BY 1", {})]
 
 
-def summary_columns(alias: str) -> str:
-    return ", ".join(f"{alias}.{column}" for column in SUMMARY_COLUMNS)
+def summary_columns(
+    alias: str, reference: Callable[[str], str] | None = None, *, named: bool = False
+) -> str:
+    """Message ``alias``'s summary columns, in ``SUMMARY_COLUMNS``' order: the one list every
+    statement that answers message summaries selects.
 
-
-@dataclass(frozen=True)
-class RunLens:
-    """A run's perspective on the membership tools' statements, as SQL over a message alias.
-
-    Built for a run token by ``search_app.deliverability`` from the perspective rules (SPEC
-    §3) for the run's destination. It only ever narrows: ``deliverable(m)`` is a column (rules
-    1 to 4 as they stand now, the final delivery check's verdict on m), and with ``strict``
-    (the run's ``toolScope`` is ``deliverable``) every statement also requires ``visible(m)``
-    (rules 1 to 5, what search_history may return) and shows a ``replyToId`` or ``threadId``
-    only through ``reference(column)`` (the run may receive what it names). ``ctes`` are the
-    WITH entries the fragments need, ``params`` their parameters.
+    With ``reference``, each of ``REFERENCE_COLUMNS`` is shown through it (an SQL expression of
+    the column, e.g. NULL where the run may not receive the message it names), and with
+    ``named`` given back its own name (for a CTE whose columns are read by name).
     """
 
-    ctes: str
-    params: Mapping[str, object]
-    deliverable: Callable[[str], str]
-    visible: Callable[[str], str]
-    reference: Callable[[str], str]
-    strict: bool
+    def column_sql(column: str) -> str:
+        if reference is None or column not in REFERENCE_COLUMNS:
+            return f"{alias}.{column}"
+        shown = reference(f"{alias}.{column}")
+        return f"{shown} AS {column}" if named else shown
+
+    return ", ".join(column_sql(column) for column in SUMMARY_COLUMNS)
 
 
-def _with(lens: RunLens | None) -> str:
-    """The lens's WITH entries, ready to be followed by more (or by nothing: ``WITH x``)."""
-    return "" if lens is None else f"{lens.ctes},"
-
-
-def _visible(lens: RunLens | None, alias: str) -> str:
-    return f"AND {lens.visible(alias)}" if lens is not None and lens.strict else ""
+def message_row(row: Any) -> MessageRow:
+    """The summary of a row read by name (``formation.sql.named_rows``) that holds its columns."""
+    return MessageRow(*(getattr(row, column) for column in SUMMARY_COLUMNS))
 
 
 def _output_columns(alias: str, lens: RunLens | None) -> str:
@@ -134,27 +135,13 @@ def _output_columns(alias: str, lens: RunLens | None) -> str:
     its references as the run may see them and its deliverable flag."""
     if lens is None:
         return summary_columns(alias)
-    columns = [
-        lens.reference(f"{alias}.{column}")
-        if lens.strict and column in ("reply_to_id", "thread_id")
-        else f"{alias}.{column}"
-        for column in SUMMARY_COLUMNS
-    ]
-    flag = (
-        f"(SELECT {lens.deliverable('flagged')} FROM {MESSAGES} AS flagged "
-        f"WHERE flagged.workspace_id = %(p_workspace)s AND flagged.id = {alias}.id)"
-    )
-    return ", ".join([*columns, flag])
-
-
-def _params(lens: RunLens | None, params: dict[str, object]) -> dict[str, object]:
-    return params if lens is None else {**lens.params, **params}
+    return f"{summary_columns(alias, lens_reference(lens))}, {deliverable_flag(lens, alias)}"
 
 
 def _current_member(conversation: str) -> str:
     """The agent is a current member of ``conversation`` (a column): one index probe."""
     return (
-        f"EXISTS (SELECT 1 FROM {MEMBERSHIPS} AS member WHERE member.workspace_id = %(ws)s "
+        f"EXISTS (SELECT 1 FROM {table(Membership)} AS member WHERE member.workspace_id = %(ws)s "
         f"AND member.agent_id = %(agent)s AND member.conversation_id = {conversation} "
         "AND member.left_at IS NULL)"
     )
@@ -166,14 +153,6 @@ def conversation_memberships(conversation: Conversation) -> QuerySet[Membership]
     return Membership.objects.filter(
         workspace_id=conversation.workspace_id, conversation_id=conversation.pk
     ).order_by("joined_at", "id")
-
-
-def get_or_not_found(queryset: QuerySet, pk: object):
-    """One row of an already-scoped queryset, or the same ``NotFound`` as a missing one."""
-    obj = queryset.filter(pk=pk).first()
-    if obj is None:
-        raise NotFound()
-    return obj
 
 
 def runtime_message(*, workspace_id: uuid.UUID, message_id: uuid.UUID) -> Message:
@@ -193,9 +172,9 @@ def _get_statement(lens: RunLens | None) -> str:
     with_lens = "" if lens is None else f"WITH {lens.ctes}"
     return f"""
     {with_lens}
-    SELECT {_output_columns("m", lens)} FROM {MESSAGES} AS m
+    SELECT {_output_columns("m", lens)} FROM {table(Message)} AS m
     WHERE m.id = %(id)s AND m.workspace_id = %(ws)s AND m.deleted_at IS NULL
-      AND {_current_member("m.conversation_id")} {_visible(lens, "m")}
+      AND {_current_member("m.conversation_id")} {lens_visible(lens, "m")}
 """
 
 
@@ -212,7 +191,7 @@ def message_get(
     """One live message of a conversation the agent is a current member of (and, for a strict
     run, one the run may receive), or ``NotFound``."""
     params = {"id": message_id, "ws": workspace_id, "agent": agent_id}
-    rows = _rows(_GET if lens is None else _get_statement(lens), _params(lens, params))
+    rows = _rows(_GET if lens is None else _get_statement(lens), lens_params(lens, params))
     if not rows:
         raise NotFound()
     return MessageRow(*rows[0])
@@ -235,13 +214,13 @@ class MessagePage:
 # may receive, so its total is always counted that way.
 def _page_statement(lens: RunLens | None) -> str:
     return f"""
-    WITH {_with(lens)} room AS MATERIALIZED (
-        SELECT c.id, c.live_message_count FROM {CONVERSATIONS} AS c
+    WITH {lens_ctes(lens)} room AS MATERIALIZED (
+        SELECT c.id, c.live_message_count FROM {table(Conversation)} AS c
         WHERE c.workspace_id = %(ws)s AND c.id = %(room)s AND {_current_member("c.id")}
     ), page AS MATERIALIZED (
-        SELECT {summary_columns("m")} FROM {MESSAGES} AS m
+        SELECT {summary_columns("m")} FROM {table(Message)} AS m
         WHERE m.workspace_id = %(ws)s AND m.conversation_id = (SELECT id FROM room)
-          AND m.deleted_at IS NULL AND m.created_at < %(before)s {_visible(lens, "m")}
+          AND m.deleted_at IS NULL AND m.created_at < %(before)s {lens_visible(lens, "m")}
         ORDER BY m.created_at DESC, m.seq DESC
         LIMIT %(limit)s OFFSET %(offset)s
     )
@@ -249,10 +228,10 @@ def _page_statement(lens: RunLens | None) -> str:
            CASE WHEN NOT %(dated)s THEN NULL
                 WHEN %(offset)s = 0 AND (SELECT count(*) FROM page) < %(limit)s
                     THEN (SELECT count(*) FROM page)
-                ELSE (SELECT count(*) FROM {MESSAGES} AS m
+                ELSE (SELECT count(*) FROM {table(Message)} AS m
                       WHERE m.workspace_id = %(ws)s AND m.conversation_id = (SELECT id FROM room)
                         AND m.deleted_at IS NULL AND m.created_at < %(before)s
-                        {_visible(lens, "m")})
+                        {lens_visible(lens, "m")})
            END,
            {_output_columns("page", lens)}
     FROM (SELECT 1) AS one LEFT JOIN page ON true
@@ -276,7 +255,7 @@ def message_list(
     strict = lens is not None and lens.strict
     rows = _rows(
         _PAGE if lens is None else _page_statement(lens),
-        _params(
+        lens_params(
             lens,
             {
                 "ws": workspace_id,
@@ -313,21 +292,21 @@ def message_list(
 def _around_statement(lens: RunLens | None) -> str:
     strict = lens is not None and lens.strict
     visible_total = (
-        f"""(SELECT count(*) FROM {MESSAGES} AS m
+        f"""(SELECT count(*) FROM {table(Message)} AS m
              WHERE m.workspace_id = %(ws)s AND m.conversation_id = (SELECT id FROM room)
-               AND m.deleted_at IS NULL {_visible(lens, "m")})"""
+               AND m.deleted_at IS NULL {lens_visible(lens, "m")})"""
         if strict
         else "NULL::bigint"
     )
     return f"""
-    WITH {_with(lens)} room AS MATERIALIZED (
-        SELECT c.id, c.live_message_count FROM {CONVERSATIONS} AS c
+    WITH {lens_ctes(lens)} room AS MATERIALIZED (
+        SELECT c.id, c.live_message_count FROM {table(Conversation)} AS c
         WHERE c.workspace_id = %(ws)s AND c.id = %(room)s AND {_current_member("c.id")}
     ), anchor AS MATERIALIZED (
-        SELECT {summary_columns("m")} FROM {MESSAGES} AS m
+        SELECT {summary_columns("m")} FROM {table(Message)} AS m
         WHERE m.id = %(anchor)s AND m.workspace_id = %(ws)s
           AND m.conversation_id = (SELECT id FROM room) AND m.deleted_at IS NULL
-          {_visible(lens, "m")}
+          {lens_visible(lens, "m")}
     )
     SELECT (SELECT live_message_count FROM room), {visible_total}, near.side,
            {_output_columns("near", lens)}
@@ -335,18 +314,18 @@ def _around_statement(lens: RunLens | None) -> str:
         SELECT 'anchor' AS side, anchor.* FROM anchor
         UNION ALL
         SELECT 'older', older.* FROM anchor AS a CROSS JOIN LATERAL (
-            SELECT {summary_columns("m")} FROM {MESSAGES} AS m
+            SELECT {summary_columns("m")} FROM {table(Message)} AS m
             WHERE m.workspace_id = %(ws)s AND m.conversation_id = a.conversation_id
               AND m.deleted_at IS NULL AND m.created_at <= a.created_at
-              AND (m.created_at < a.created_at OR m.seq < a.seq) {_visible(lens, "m")}
+              AND (m.created_at < a.created_at OR m.seq < a.seq) {lens_visible(lens, "m")}
             ORDER BY m.created_at DESC, m.seq DESC LIMIT %(older)s
         ) AS older
         UNION ALL
         SELECT 'newer', newer.* FROM anchor AS a CROSS JOIN LATERAL (
-            SELECT {summary_columns("m")} FROM {MESSAGES} AS m
+            SELECT {summary_columns("m")} FROM {table(Message)} AS m
             WHERE m.workspace_id = %(ws)s AND m.conversation_id = a.conversation_id
               AND m.deleted_at IS NULL AND m.created_at >= a.created_at
-              AND (m.created_at > a.created_at OR m.seq > a.seq) {_visible(lens, "m")}
+              AND (m.created_at > a.created_at OR m.seq > a.seq) {lens_visible(lens, "m")}
             ORDER BY m.created_at, m.seq LIMIT %(newer)s
         ) AS newer
     ) AS near ON true
@@ -372,7 +351,7 @@ def message_list_around(
     newer_limit = limit if direction == "after" else (0 if direction == "before" else limit // 2)
     rows = _rows(
         _AROUND if lens is None else _around_statement(lens),
-        _params(
+        lens_params(
             lens,
             {
                 "ws": workspace_id,
@@ -407,6 +386,13 @@ def message_list_around(
     )
 
 
+def _named_room(one_room: bool, alias: str = "") -> str:
+    """search_messages narrowed to the conversation it names (``%(room)s``), on row ``alias``
+    (a bare column without one); nothing when it names none."""
+    column = f"{alias}.conversation_id" if alias else "conversation_id"
+    return f"AND {column} = %(room)s" if one_room else ""
+
+
 def _search_statement(*, one_room: bool, lens: RunLens | None = None) -> str:
     """search_messages: the agent's current rooms (or the one named, if it is one of them),
     then two steps with the answer of one ``ORDER BY ... LIMIT``.
@@ -425,7 +411,6 @@ def _search_statement(*, one_room: bool, lens: RunLens | None = None) -> str:
     run's lens keeps, in both steps, only what the run may receive (the walk reads whole rows
     then, which its rules need).
     """
-    room = "AND conversation_id = %(room)s" if one_room else ""
     walked = summary_columns("m") if lens is None else "m.*"
     kept = "*" if lens is None else summary_columns("newest")
     found = "found.*" if lens is None else _output_columns("found", lens)
@@ -434,18 +419,19 @@ def _search_statement(*, one_room: bool, lens: RunLens | None = None) -> str:
     def ordered(alias: str) -> str:
         return ", ".join(f"{alias}.{key}" for key in newest_first.split(", "))
 
+    room = _named_room(one_room)
     return f"""
-    WITH {_with(lens)} rooms AS MATERIALIZED (
-        SELECT conversation_id FROM {MEMBERSHIPS}
+    WITH {lens_ctes(lens)} rooms AS MATERIALIZED (
+        SELECT conversation_id FROM {table(Membership)}
         WHERE workspace_id = %(ws)s AND agent_id = %(agent)s AND left_at IS NULL {room}
     ), walk AS MATERIALIZED (
         SELECT {kept} FROM (
-            SELECT {walked} FROM {MESSAGES} AS m
-            WHERE m.workspace_id = %(ws)s AND m.deleted_at IS NULL {room.replace("AND ", "AND m.")}
+            SELECT {walked} FROM {table(Message)} AS m
+            WHERE m.workspace_id = %(ws)s AND m.deleted_at IS NULL {_named_room(one_room, "m")}
             ORDER BY {ordered("m")} LIMIT {SEARCH_WALK}
         ) AS newest
         WHERE newest.conversation_id IN (SELECT conversation_id FROM rooms)
-          AND UPPER(newest.content) LIKE UPPER(%(pattern)s) {_visible(lens, "newest")}
+          AND UPPER(newest.content) LIKE UPPER(%(pattern)s) {lens_visible(lens, "newest")}
         ORDER BY {ordered("newest")} LIMIT %(limit)s
     )
     SELECT (SELECT count(*) FROM rooms), {found}
@@ -453,10 +439,10 @@ def _search_statement(*, one_room: bool, lens: RunLens | None = None) -> str:
         SELECT * FROM walk WHERE (SELECT count(*) FROM walk) = %(limit)s
         UNION ALL
         SELECT * FROM (
-            SELECT {summary_columns("m")} FROM {MESSAGES} AS m
+            SELECT {summary_columns("m")} FROM {table(Message)} AS m
             WHERE m.workspace_id = %(ws)s AND m.deleted_at IS NULL
               AND m.conversation_id IN (SELECT conversation_id FROM rooms)
-              AND UPPER(m.content) LIKE UPPER(%(pattern)s) {_visible(lens, "m")}
+              AND UPPER(m.content) LIKE UPPER(%(pattern)s) {lens_visible(lens, "m")}
             ORDER BY {ordered("m")} LIMIT %(limit)s
         ) AS everything
         WHERE (SELECT count(*) FROM walk) < %(limit)s
@@ -486,9 +472,8 @@ def message_search(
         "pattern": f"%{connection.ops.prep_for_like_query(query)}%",
         "limit": limit,
     }
-    rows = _rows(
-        _search_statement(one_room=conversation_id is not None, lens=lens), _params(lens, params)
-    )
+    statement = _search_statement(one_room=conversation_id is not None, lens=lens)
+    rows = _rows(statement, lens_params(lens, params))
     if conversation_id is not None and rows[0][0] == 0:
         raise NotFound()
     return [MessageRow(*row[1:]) for row in rows if row[1] is not None]

@@ -5,7 +5,8 @@ Each body takes the call and already-validated arguments and answers the JSON bo
 With a run token the registry holds the run for the call, and what a body reports with
 ``call.returned`` is recorded as the run's evidence in the same transaction as the read; every
 message carries ``deliverable``, and a run whose ``toolScope`` is ``deliverable`` is shown only
-what its destination may receive (the run's lens, ``selectors.RunLens``, on ``call.lens``).
+what its destination may receive (the run's lens, ``messages_app.lens.RunLens``, on
+``call.lens``).
 """
 
 from __future__ import annotations

@@ -27,10 +27,10 @@ from formation.openapi import (
     filter_parameters,
     id_in_path,
 )
+from formation.tenancy import get_or_not_found
 from formation.viewsets import (
     ListPageQuery,
     ServiceViewSet,
-    get_or_not_found,
     paged,
     resource_schema,
     validated,

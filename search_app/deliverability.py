@@ -9,19 +9,15 @@ reads what would block its reply. A run created with ``toolScope: deliverable`` 
 what search_history could return (rules 1 to 5): withheld messages are absent, totals exclude
 them, an anchor or message it may not receive is ``not_found``, and a reference to one is
 null. Either way the fragments come from ``perspective`` and are evaluated in the tool's own
-statement (``messages_app.selectors.RunLens``, put on the call by ``runs.tool_call``); nothing
+statement (``messages_app.lens.RunLens``, put on the call by ``runs.tool_call``); nothing
 is filtered in Python.
 """
 
 from __future__ import annotations
 
-from messages_app.selectors import RunLens
-from search_app.perspective import (
-    Perspective,
-    eligible_condition,
-    receivable_reference,
-    scope_ctes,
-)
+from messages_app.lens import RunLens
+from search_app.perspective import eligible_condition, receivable_reference, scope_ctes
+from search_app.scope import Perspective
 
 
 def run_lens(perspective: Perspective, *, strict: bool) -> RunLens:

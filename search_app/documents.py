@@ -14,14 +14,11 @@ from dataclasses import dataclass
 
 from django.db import connection, transaction
 
+from formation.sql import merge_params, table
 from messages_app.models import Message, MessageLineageRoom, Workspace
 from search_app.models import MessageSearchDocument
 
 DEFAULT_BATCH_SIZE = 5_000
-
-_MESSAGES = Message._meta.db_table
-_DOCUMENTS = MessageSearchDocument._meta.db_table
-_ROOMS = MessageLineageRoom._meta.db_table
 
 # A batch is locked FOR SHARE by one statement and compared by the next: under READ COMMITTED
 # the second statement's snapshot already includes any edit the lock waited for, and no edit
@@ -29,7 +26,7 @@ _ROOMS = MessageLineageRoom._meta.db_table
 # trigger runs). Batches are taken one workspace at a time and every statement names it, so
 # on Citus each is a router statement on that workspace's shard.
 _LOCK = f"""
-    SELECT id FROM {_MESSAGES}
+    SELECT id FROM {table(Message)}
     WHERE workspace_id = %(workspace)s AND id > %(after)s ORDER BY id LIMIT %(size)s FOR SHARE
 """
 
@@ -37,14 +34,14 @@ _BATCH = f"""
     WITH batch AS MATERIALIZED (
         SELECT id, workspace_id, conversation_id, created_at, sender_account_id,
                sender_agent_id, deleted_at, content
-        FROM {_MESSAGES}
+        FROM {table(Message)}
         WHERE workspace_id = %(workspace)s AND id = ANY(%(ids)s::uuid[])
     ), expected AS (
         SELECT id, workspace_id, conversation_id, created_at, sender_account_id,
                sender_agent_id,
                formation_search_document(%(config)s::regconfig, content) AS document,
                (SELECT array_agg(r.conversation_id ORDER BY r.conversation_id)
-                FROM {_ROOMS} AS r
+                FROM {table(MessageLineageRoom)} AS r
                 WHERE r.workspace_id = %(workspace)s AND r.message_id = batch.id) AS lineage_rooms
         FROM batch
         WHERE deleted_at IS NULL
@@ -56,16 +53,16 @@ _CHECK = (
     + f"""
     SELECT
         (SELECT count(*) FROM expected AS e
-         WHERE NOT EXISTS (SELECT 1 FROM {_DOCUMENTS} AS d
+         WHERE NOT EXISTS (SELECT 1 FROM {table(MessageSearchDocument)} AS d
                            WHERE d.workspace_id = %(workspace)s AND d.message_id = e.id)),
-        (SELECT count(*) FROM expected AS e JOIN {_DOCUMENTS} AS d
+        (SELECT count(*) FROM expected AS e JOIN {table(MessageSearchDocument)} AS d
            ON d.workspace_id = %(workspace)s AND d.message_id = e.id
          WHERE (d.workspace_id, d.conversation_id, d.created_at, d.sender_account_id,
                 d.sender_agent_id, d.document, d.lineage_rooms)
                IS DISTINCT FROM (e.workspace_id, e.conversation_id, e.created_at,
                                  e.sender_account_id, e.sender_agent_id, e.document,
                                  e.lineage_rooms)),
-        (SELECT count(*) FROM batch AS b JOIN {_DOCUMENTS} AS d
+        (SELECT count(*) FROM batch AS b JOIN {table(MessageSearchDocument)} AS d
            ON d.workspace_id = %(workspace)s AND d.message_id = b.id
          WHERE b.deleted_at IS NOT NULL)
 """
@@ -75,7 +72,7 @@ _REPAIR = (
     _BATCH
     + f"""
     , upserted AS (
-        INSERT INTO {_DOCUMENTS} AS d
+        INSERT INTO {table(MessageSearchDocument)} AS d
             (message_id, workspace_id, conversation_id, created_at, sender_account_id,
              sender_agent_id, document, lineage_rooms)
         SELECT id, workspace_id, conversation_id, created_at, sender_account_id,
@@ -97,7 +94,7 @@ _REPAIR = (
                                     EXCLUDED.lineage_rooms)
         RETURNING (xmax = 0) AS inserted
     ), removed AS (
-        DELETE FROM {_DOCUMENTS} AS d
+        DELETE FROM {table(MessageSearchDocument)} AS d
         USING batch AS b
         WHERE d.workspace_id = %(workspace)s AND d.message_id = b.id
           AND b.deleted_at IS NOT NULL
@@ -163,11 +160,12 @@ def _workspace_rebuild(
     while True:
         scope = {"workspace": workspace_id}
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(_LOCK, {**scope, "after": after, "size": batch_size})
+            cursor.execute(_LOCK, merge_params(scope, {"after": after, "size": batch_size}))
             ids = [row[0] for row in cursor.fetchall()]
             if not ids:
                 return
-            cursor.execute(_REPAIR if fix else _CHECK, {**scope, "ids": ids, "config": language})
+            batch = merge_params(scope, {"ids": ids, "config": language})
+            cursor.execute(_REPAIR if fix else _CHECK, batch)
             missing, stale, orphaned = cursor.fetchone()
         report.checked += len(ids)
         report.missing += missing

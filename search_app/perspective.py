@@ -26,7 +26,8 @@ never disagree.
 Identity links only widen the narrow direct-to-direct continuity of rule 3, and only while live
 (verified, not revoked); they never chain. Readerships, links and memberships are read once per
 call by one statement (``scope_statement``, which also locks the run), never cached across
-calls, so a link revoked or a reader added a moment ago already counts.
+calls, so a link revoked or a reader added a moment ago already counts. Who asks, and that
+scope as one call's parameters, are ``search_app.scope.Perspective``.
 
 Why hand-written SQL rather than the ORM: these rules nest four levels of correlated subqueries,
 and compiling them through the ORM cost several times the query itself (BENCHMARKS.md).
@@ -34,13 +35,7 @@ and compiling them through the ORM cost several times the query itself (BENCHMAR
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import dataclass, field
-from datetime import datetime
-
-from django.db import connection
-
-from formation.errors import NotFound
+from formation.sql import literals, table
 from messages_app.models import (
     Account,
     Conversation,
@@ -51,105 +46,32 @@ from messages_app.models import (
     Message,
     MessageLineageRoom,
     Run,
-    ToolScope,
 )
 from search_app.models import MemoryLineage, MemoryRoom, MessageSearchDocument
 
-ACCOUNTS = Account._meta.db_table
-CONVERSATIONS = Conversation._meta.db_table
-LINKS = IdentityLink._meta.db_table
-MEMBERSHIPS = Membership._meta.db_table
-MESSAGES = Message._meta.db_table
-LINEAGE_ROOMS = MessageLineageRoom._meta.db_table
-LIVE = IdentityLinkStatus.VERIFIED.value
-MEMORY_LINEAGE = MemoryLineage._meta.db_table
-MEMORY_ROOMS = MemoryRoom._meta.db_table
-DOCUMENTS = MessageSearchDocument._meta.db_table
-RUNS = Run._meta.db_table
-PUBLIC = ConversationKind.PUBLIC.value
-DIRECT = ConversationKind.DIRECT.value
-PRIVATE = ConversationKind.PRIVATE.value
-UNKNOWN = ConversationKind.UNKNOWN.value
+# SQL literals of the values the rules compare with.
+LIVE = literals([IdentityLinkStatus.VERIFIED.value])
+PUBLIC = literals([ConversationKind.PUBLIC.value])
+DIRECT = literals([ConversationKind.DIRECT.value])
+PRIVATE = literals([ConversationKind.PRIVATE.value])
+UNKNOWN = literals([ConversationKind.UNKNOWN.value])
 # Ends a correlated EXISTS so PostgreSQL keeps it a per-row probe of the row's own lineage.
 # Without it the planner may hash the subquery instead: read every lineage row of the table
 # once per statement (0.7 s on a million messages), to test a few candidates. (An OFFSET stops
 # EXISTS from being rewritten into a hashed ANY or a join.)
 PER_ROW = "OFFSET 0"
-# The scope arrays, in the order ``scope_statement`` answers them.
-SCOPE_NAMES = (
-    "s_permitted",
-    "s_sources",
-    "s_observed_conversations",
-    "s_observed_joined",
-    "s_observed_left",
-    "s_requester_accounts",
-    "s_agent_rooms",
-    "s_unknown_rooms",
-)
-
-
-@dataclass(frozen=True)
-class Perspective:
-    """Who is asking, for which audience: everything the rules need, taken from the run, and
-    the scope read for this one call."""
-
-    workspace_id: uuid.UUID
-    agent_id: uuid.UUID
-    destination_id: uuid.UUID
-    destination_kind: str
-    requester_id: uuid.UUID
-    current_message_id: uuid.UUID | None = None
-    recent_message_ids: tuple[uuid.UUID, ...] = ()
-    run_id: uuid.UUID | None = None
-    # PostgreSQL array literals, as the scope statement printed them: they only travel back
-    # into this call's statements, so they are never parsed into Python values.
-    scope: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
-
-    @classmethod
-    def of_run(cls, run: Run) -> Perspective:
-        """The perspective of an already loaded run, its scope read now (without a lock)."""
-        (perspective, _) = run_scope(workspace_id=run.workspace_id, run_id=run.id, lock=None)
-        return perspective
-
-    @property
-    def in_prompt(self) -> list[uuid.UUID]:
-        """Rule 5: the current message and the recent history the runtime already loaded."""
-        current = [self.current_message_id] if self.current_message_id else []
-        return [*current, *self.recent_message_ids]
-
-    def params(self) -> dict[str, object]:
-        """The named parameters every fragment of this module uses, the scope included."""
-        return {
-            "p_workspace": self.workspace_id,
-            "p_agent": self.agent_id,
-            "p_destination": self.destination_id,
-            "p_requester": self.requester_id,
-            "p_in_prompt": self.in_prompt,
-            "p_current": self.current_message_id,
-            "p_recent": list(self.recent_message_ids),
-            **self.scope,
-        }
-
-
-@dataclass(frozen=True)
-class RunState:
-    """What a run's tools need of its row besides the perspective, read under its lock."""
-
-    finished_at: datetime | None
-    history_evidence_count: int
-    tool_scope: str = ToolScope.MEMBERSHIP
 
 
 def _same_person(account: str) -> str:
     """``account`` (a column or subquery) and the accounts joined to it by one live link."""
     return f"""
         SELECT {account} AS account_id
-        UNION SELECT l.linked_account_id FROM {LINKS} AS l
+        UNION SELECT l.linked_account_id FROM {table(IdentityLink)} AS l
               WHERE l.workspace_id = %(p_workspace)s AND l.account_id = ({account})
-                AND l.status = '{LIVE}'
-        UNION SELECT l.account_id FROM {LINKS} AS l
+                AND l.status = {LIVE}
+        UNION SELECT l.account_id FROM {table(IdentityLink)} AS l
               WHERE l.workspace_id = %(p_workspace)s AND l.linked_account_id = ({account})
-                AND l.status = '{LIVE}'
+                AND l.status = {LIVE}
     """
 
 
@@ -170,29 +92,29 @@ def _permitted_rooms() -> str:
     - an ``unknown`` S appears in no branch: withheld for every destination.
     """
     return f"""
-        SELECT c.id FROM {CONVERSATIONS} AS c
-        WHERE c.workspace_id = %(p_workspace)s AND c.kind = '{PUBLIC}'
+        SELECT c.id FROM {table(Conversation)} AS c
+        WHERE c.workspace_id = %(p_workspace)s AND c.kind = {PUBLIC}
         UNION ALL
-        SELECT c.id FROM {CONVERSATIONS} AS c
-        WHERE c.workspace_id = %(p_workspace)s AND c.kind = '{PRIVATE}'
-          AND (SELECT destination_kind FROM run) <> '{UNKNOWN}'
+        SELECT c.id FROM {table(Conversation)} AS c
+        WHERE c.workspace_id = %(p_workspace)s AND c.kind = {PRIVATE}
+          AND (SELECT destination_kind FROM run) <> {UNKNOWN}
           AND NOT EXISTS (SELECT 1 FROM destination_readers)
         UNION ALL
-        SELECT s.conversation_id FROM {MEMBERSHIPS} AS s
-        JOIN {CONVERSATIONS} AS c ON c.workspace_id = %(p_workspace)s
-             AND c.id = s.conversation_id AND c.kind = '{PRIVATE}'
+        SELECT s.conversation_id FROM {table(Membership)} AS s
+        JOIN {table(Conversation)} AS c ON c.workspace_id = %(p_workspace)s
+             AND c.id = s.conversation_id AND c.kind = {PRIVATE}
         WHERE s.workspace_id = %(p_workspace)s AND s.left_at IS NULL
           AND s.account_id IN (SELECT account_id FROM destination_readers)
-          AND (SELECT destination_kind FROM run) <> '{UNKNOWN}'
+          AND (SELECT destination_kind FROM run) <> {UNKNOWN}
         GROUP BY s.conversation_id
         HAVING count(DISTINCT s.account_id) = (SELECT count(*) FROM destination_readers)
         UNION ALL
-        SELECT c.id FROM {CONVERSATIONS} AS c
-        WHERE c.workspace_id = %(p_workspace)s AND c.kind = '{DIRECT}'
-          AND c.id IN (SELECT s.conversation_id FROM {MEMBERSHIPS} AS s
+        SELECT c.id FROM {table(Conversation)} AS c
+        WHERE c.workspace_id = %(p_workspace)s AND c.kind = {DIRECT}
+          AND c.id IN (SELECT s.conversation_id FROM {table(Membership)} AS s
                        WHERE s.workspace_id = %(p_workspace)s AND s.left_at IS NULL
                          AND s.account_id IN (SELECT account_id FROM direct_continuity))
-          AND (SELECT count(DISTINCT s.account_id) FROM {MEMBERSHIPS} AS s
+          AND (SELECT count(DISTINCT s.account_id) FROM {table(Membership)} AS s
                WHERE s.workspace_id = %(p_workspace)s AND s.conversation_id = c.id
                  AND s.account_id IS NOT NULL
                  AND s.left_at IS NULL) = 1"""
@@ -202,12 +124,13 @@ def _run_row(lock: str | None) -> str:
     """The run's row and its destination's kind, locked ``FOR UPDATE`` or ``FOR SHARE`` with
     ``lock``: the ``run`` CTE every statement that reads a run starts from."""
     locking = f"FOR {lock} OF r" if lock else ""
+    runs, rooms = table(Run), table(Conversation)
     return f"""run AS MATERIALIZED (
         SELECT r.id, r.agent_id, r.conversation_id AS destination_id, r.requester_id,
                r.current_message_id, r.recent_message_ids, r.finished_at,
                r.history_evidence_count, r.tool_scope, d.kind AS destination_kind
-        FROM {RUNS} AS r
-        JOIN {CONVERSATIONS} AS d ON d.workspace_id = %(p_workspace)s AND d.id = r.conversation_id
+        FROM {runs} AS r
+        JOIN {rooms} AS d ON d.workspace_id = %(p_workspace)s AND d.id = r.conversation_id
         WHERE r.workspace_id = %(p_workspace)s AND r.id = %(p_run)s
         {locking}
     )"""
@@ -232,18 +155,18 @@ def scope_statement(lock: str | None) -> str:
     """
     return f"""
     WITH {_run_row(lock)}, destination_readers AS MATERIALIZED (
-        SELECT a.id AS account_id FROM {ACCOUNTS} AS a
+        SELECT a.id AS account_id FROM {table(Account)} AS a
         WHERE a.workspace_id = %(p_workspace)s
-          AND (SELECT destination_kind FROM run) = '{PUBLIC}'
+          AND (SELECT destination_kind FROM run) = {PUBLIC}
         UNION
-        SELECT m.account_id FROM {MEMBERSHIPS} AS m
+        SELECT m.account_id FROM {table(Membership)} AS m
         WHERE m.workspace_id = %(p_workspace)s
           AND m.conversation_id = (SELECT destination_id FROM run)
           AND m.account_id IS NOT NULL AND m.left_at IS NULL
-          AND (SELECT destination_kind FROM run) <> '{PUBLIC}'
+          AND (SELECT destination_kind FROM run) <> {PUBLIC}
     ), direct_reader AS MATERIALIZED (
         SELECT min(account_id::text)::uuid AS account_id FROM destination_readers
-        WHERE (SELECT destination_kind FROM run) = '{DIRECT}'
+        WHERE (SELECT destination_kind FROM run) = {DIRECT}
         HAVING count(DISTINCT account_id) = 1
     ), direct_continuity AS MATERIALIZED (
         SELECT account_id FROM ({_same_person("(SELECT account_id FROM direct_reader)")})
@@ -251,7 +174,7 @@ def scope_statement(lock: str | None) -> str:
         WHERE account_id IS NOT NULL
     ), permitted AS MATERIALIZED ({_permitted_rooms()}
     ), agent_memberships AS MATERIALIZED (
-        SELECT conversation_id, joined_at, left_at FROM {MEMBERSHIPS}
+        SELECT conversation_id, joined_at, left_at FROM {table(Membership)}
         WHERE workspace_id = %(p_workspace)s AND agent_id = (SELECT agent_id FROM run)
     ), observed_intervals AS (
         SELECT * FROM agent_memberships
@@ -265,8 +188,8 @@ def scope_statement(lock: str | None) -> str:
            intervals.conversations::text, intervals.joined::text, intervals.left_at::text,
            ARRAY(SELECT account_id FROM requester_accounts WHERE account_id IS NOT NULL)::text,
            ARRAY(SELECT DISTINCT conversation_id FROM agent_memberships)::text,
-           ARRAY(SELECT c.id FROM {CONVERSATIONS} AS c
-                 WHERE c.workspace_id = %(p_workspace)s AND c.kind = '{UNKNOWN}'
+           ARRAY(SELECT c.id FROM {table(Conversation)} AS c
+                 WHERE c.workspace_id = %(p_workspace)s AND c.kind = {UNKNOWN}
                    AND c.id IN (SELECT conversation_id FROM agent_memberships))::text
     FROM run, (
         SELECT coalesce(array_agg(conversation_id), '{{}}') AS conversations,
@@ -277,56 +200,10 @@ def scope_statement(lock: str | None) -> str:
     """
 
 
-def run_scope(
-    *, workspace_id: uuid.UUID, run_id: uuid.UUID, lock: str | None
-) -> tuple[Perspective, RunState]:
-    """The run's perspective with its scope, and its state, read by one statement.
-
-    ``lock`` is ``"UPDATE"`` (searches, memories, the reply: one at a time per run),
-    ``"SHARE"`` (the other tools) or ``None``. A run of another workspace is ``NotFound``.
-    Every later statement of the call applies this same scope, so its hits, neighbours and
-    counts agree, and nothing is kept beyond the call.
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(scope_statement(lock), {"p_workspace": workspace_id, "p_run": run_id})
-        row = cursor.fetchone()
-    if row is None:
-        raise NotFound()
-    (
-        _,
-        agent_id,
-        destination_id,
-        requester_id,
-        current_message_id,
-        recent_message_ids,
-        finished_at,
-        history_evidence_count,
-        tool_scope,
-        destination_kind,
-        *arrays,
-    ) = row
-    perspective = Perspective(
-        workspace_id=workspace_id,
-        agent_id=agent_id,
-        destination_id=destination_id,
-        destination_kind=destination_kind,
-        requester_id=requester_id,
-        current_message_id=current_message_id,
-        recent_message_ids=tuple(recent_message_ids),
-        run_id=run_id,
-        scope=dict(zip(SCOPE_NAMES, arrays, strict=True)),
-    )
-    return perspective, RunState(
-        finished_at=finished_at,
-        history_evidence_count=history_evidence_count,
-        tool_scope=tool_scope,
-    )
-
-
 def scope_ctes() -> str:
     """The CTEs the rule fragments rely on, for a ``WITH`` clause (no leading comma).
 
-    They unpack the scope ``run_scope`` read once for this call (``Perspective.params()``
+    They unpack the scope ``scope.run_scope`` read once for this call (``Perspective.params()``
     carries it), so a statement plans in a fraction of the time the full rules took and a
     search pays for them once, not in every statement. Each array appears once in the
     statement: the fragments test membership with ``IN (SELECT ...)`` (a hashed look-up at
@@ -466,12 +343,12 @@ def _rules(
         if lineage == "document":
             inherited = f"""COALESCE((
                     SELECT {_rooms_copy_permitted("own_document")}
-                    FROM {DOCUMENTS} AS own_document
+                    FROM {table(MessageSearchDocument)} AS own_document
                     WHERE own_document.workspace_id = %(p_workspace)s
                       AND own_document.message_id = {m}.id
                 ), false)"""
         else:
-            inherited = _inherits_permitted_rooms(LINEAGE_ROOMS, f"message_id = {m}.id")
+            inherited = _inherits_permitted_rooms(table(MessageLineageRoom), f"message_id = {m}.id")
         rules = [
             (observed, unobserved),
             (f"{m}.deleted_at IS NULL", "'deleted'"),
@@ -512,7 +389,7 @@ def receivable_reference(column: str) -> str:
     it to the model already); given ``scope_ctes`` in the same statement.
     """
     return f"""CASE WHEN {column} = ANY(%(p_in_prompt)s::uuid[]) OR EXISTS (
-            SELECT 1 FROM {MESSAGES} AS referenced
+            SELECT 1 FROM {table(Message)} AS referenced
             WHERE referenced.workspace_id = %(p_workspace)s AND referenced.id = {column}
               AND {eligible_condition("referenced", prompt_rule=False, lineage="document")})
         THEN {column} END"""
@@ -522,23 +399,24 @@ def _memory_rules(alias: str) -> list[tuple[str, str]]:
     """Rules 2 and 4 for memory ``alias``, as ``(passes, reason)`` checks: no source in its
     lineage deleted since, and every room it inherits permits D."""
     no_deleted_source = f"""NOT EXISTS (
-        SELECT 1 FROM {MEMORY_LINEAGE} AS lineage
-        JOIN {MESSAGES} AS source
+        SELECT 1 FROM {table(MemoryLineage)} AS lineage
+        JOIN {table(Message)} AS source
           ON source.workspace_id = %(p_workspace)s AND source.id = lineage.source_id
         WHERE lineage.workspace_id = %(p_workspace)s AND lineage.memory_id = {alias}.id
           AND source.deleted_at IS NOT NULL)"""
     return [
         (no_deleted_source, "'deleted'"),
         (
-            _inherits_permitted_rooms(MEMORY_ROOMS, f"memory_id = {alias}.id", per_row=False),
+            _inherits_permitted_rooms(table(MemoryRoom), f"memory_id = {alias}.id", per_row=False),
             "'lineage'",
         ),
     ]
 
 
 def memory_eligible_condition(alias: str) -> str:
-    """Rules 2 to 4 for memory ``alias`` (``_memory_rules``): what it was drawn from may reach
-    the destination.
+    """Rules 2 and 4 for memory ``alias`` (``_memory_rules``): what it was drawn from may reach
+    the destination (rule 3 is part of rule 4 here: the rooms a memory inherits include the
+    room of the run that wrote it).
 
     A memory is the agent's own and lives in no conversation, so it is exactly as visible as
     the strictest thing it was drawn from: every room it inherits (``MemoryRoom``: the room of

@@ -32,6 +32,7 @@ from formation.bulk_insert import insert_rows
 from formation.errors import Forbidden, InvalidArguments
 from formation.fields import camel_case
 from formation.sql import transaction_advisory_lock
+from formation.tenancy import get_or_not_found
 from formation.tools import ToolCall
 from messages_app.limits import MAX_RECENT_MESSAGES
 from messages_app.models import (
@@ -47,13 +48,12 @@ from messages_app.models import (
     TokenKind,
     ToolScope,
 )
-from messages_app.selectors import get_or_not_found
 from messages_app.services import MessageDraft, message_create, token_create
 from search_app.deliverability import run_lens
 from search_app.errors import DeliveryBlocked, DeliveryBlockedDetails
 from search_app.models import MemoryLineage, MemoryRoom, RunMemory
-from search_app.perspective import Perspective, RunState, run_scope
 from search_app.queries import delivery_blockers
+from search_app.scope import Perspective, RunState, run_scope
 
 RUN_FINISHED = "This run has finished; its tools are closed."
 

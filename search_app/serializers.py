@@ -12,6 +12,8 @@ from formation.shapes import Shape
 from messages_app.limits import MAX_CONTENT_CHARS, MAX_QUERY_CHARS, MAX_RECENT_MESSAGES
 from messages_app.models import ConversationKind, Run, ToolScope
 from messages_app.serializers import MessageSummarySerializer
+from search_app.history.ranking import WEIGHTS
+from search_app.history.results import SPEAKERS, HistoryFilters, HistorySearch, Hit
 from search_app.limits import (
     DEFAULT_MEMORIES,
     EVIDENCE_BUDGET,
@@ -19,7 +21,6 @@ from search_app.limits import (
     MAX_MEMORIES,
     Budget,
 )
-from search_app.queries import SPEAKERS, WEIGHTS, HistoryFilters, HistorySearch, Hit
 
 RANKING_NAMES = list(WEIGHTS)
 

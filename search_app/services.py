@@ -26,11 +26,13 @@ from formation import metrics
 from formation.fields import format_timestamp
 from messages_app.models import Conversation, Message, MessageLineage, MessageLineageRoom
 from search_app.errors import SearchBudgetExhausted, SearchLimitDetails
+from search_app.history.read import history_read
+from search_app.history.results import HistoryFilters, HistorySearch, Hit
 from search_app.limits import EVIDENCE_BUDGET, Budget
 from search_app.models import AgentMemory, MemoryLineage, MemoryRoom, RunMemory
-from search_app.perspective import Perspective
-from search_app.queries import HistoryFilters, HistorySearch, Hit, history_read, memory_hits
+from search_app.queries import memory_hits
 from search_app.runs import run_evidence_record, run_lock, run_sources
+from search_app.scope import Perspective
 from search_app.serializers import ranking
 from search_app.text import highlights, parse_query
 

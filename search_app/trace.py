@@ -13,7 +13,7 @@ from rest_framework import serializers
 from audit_app.models import EXCLUSION_REASONS, ConversationSearchEvent, SearchOutcome, SearchTool
 from formation.fields import camel_case
 from formation.shapes import Shape, page_shape
-from search_app.queries import SPEAKERS
+from search_app.history.results import SPEAKERS
 
 
 class QueryDigest(Shape):

@@ -31,8 +31,8 @@ from messages_app.models import Run, ToolScope
 from messages_app.serializers import MessageSummarySerializer
 from search_app import runs, services, tools
 from search_app.errors import DeliveryBlocked, SearchBudgetExhausted
+from search_app.history.results import SPEAKERS
 from search_app.limits import EVIDENCE_BUDGET
-from search_app.queries import SPEAKERS
 from search_app.serializers import (
     HistorySearchResult,
     MemoryCreated,

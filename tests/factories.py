@@ -27,7 +27,7 @@ from messages_app.models import (
     Workspace,
 )
 from search_app import services as search_services
-from search_app.queries import HistoryFilters
+from search_app.history.results import HistoryFilters
 from search_app.runs import run_create
 
 _counter = itertools.count(1)

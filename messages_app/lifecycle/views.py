@@ -27,7 +27,8 @@ from formation.auth import IsServiceToken
 from formation.errors import InvalidArguments, NotAcceptable
 from formation.fields import check_query_keys
 from formation.openapi import answers, error_response, filter_parameters, id_in_path
-from formation.viewsets import ListPageQuery, ServiceViewSet, get_or_not_found, validated
+from formation.tenancy import get_or_not_found
+from formation.viewsets import ListPageQuery, ServiceViewSet, validated
 from messages_app.filters import LegalHoldFilter
 from messages_app.lifecycle.erasure import account_erase
 from messages_app.lifecycle.exports import export_start

@@ -18,7 +18,7 @@ from rest_framework.test import APIClient
 
 from messages_app import services
 from messages_app.models import Run
-from search_app.queries import WEIGHTS
+from search_app.history.ranking import WEIGHTS
 from tests import factories
 from tests.factories import SUMMARY_KEYS, at, other_workspace
 

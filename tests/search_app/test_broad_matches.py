@@ -16,8 +16,9 @@ import time
 import pytest
 from django.db import connection
 
-from search_app import perspective
-from search_app.queries import HistoryFilters, hits_statement
+from search_app import scope as run_scopes
+from search_app.history.results import HistoryFilters
+from search_app.history.statement import hits_statement
 from search_app.text import parse_query
 from tests import factories
 from tests.factories import at
@@ -51,7 +52,7 @@ def room(world):
 
 def _statement(run, query_text: str):
     query = parse_query(query_text, workspace_id=run.workspace_id)
-    scope, _ = perspective.run_scope(workspace_id=run.workspace_id, run_id=run.id, lock=None)
+    scope, _ = run_scopes.run_scope(workspace_id=run.workspace_id, run_id=run.id, lock=None)
     return hits_statement(scope, query, HistoryFilters(), limit=8, now=at(10**6))
 
 

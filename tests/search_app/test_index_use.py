@@ -16,9 +16,10 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from messages_app import selectors, services
-from search_app.perspective import Perspective
-from search_app.queries import HistoryFilters, ranked_hits
+from search_app.history.read import ranked_hits
+from search_app.history.results import HistoryFilters
 from search_app.runs import run_create
+from search_app.scope import Perspective
 from search_app.text import parse_query
 
 pytestmark = pytest.mark.django_db

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from messages_app import services
-from search_app.queries import WEIGHTS
+from search_app.history.ranking import WEIGHTS
 from tests import factories
 from tests.factories import at
 

@@ -37,9 +37,10 @@ from messages_app.models import (
     Workspace,
 )
 from messages_app.services import MessageDraft
+from search_app.history.results import HistoryFilters
+from search_app.history.statement import hits_statement
 from search_app.models import MemoryLineage, MemoryRoom, MessageSearchDocument, RunMemory
-from search_app.perspective import Perspective
-from search_app.queries import HistoryFilters, hits_statement
+from search_app.scope import Perspective
 from search_app.text import parse_query
 from tests.factories import (
     at,

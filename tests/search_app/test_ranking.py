@@ -1,6 +1,6 @@
 """search_history ranking on small fixed corpora: exact ranked lists and exact component values.
 
-The contract is the docstring of ``search_app.queries`` (SPEC §6, docs/search.md): seven
+The contract is the docstring of ``search_app.history.ranking`` (SPEC §6, docs/search.md): seven
 components with fixed weights, text = 0.9 x BM25-shaped wording (saturated term frequency and
 length normalisation, idf over the eligible matches) + 0.1 x closeness, recency
 1 / (1 + age / 90 days), ties newest first, then id descending. The context component reads a
