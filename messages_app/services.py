@@ -1,6 +1,6 @@
 """Every write to workspaces, people, conversations, messages, links and tokens.
 
-A run's rows are written by ``search_app/runs.py``, which owns a run's life.
+A run's rows are written by ``search_app/runs/``, which owns a run's life.
 
 Services are keyword-only, typed and atomic. They take already-authorised objects (the caller's
 workspace comes from its token) and raise ``formation.errors`` exceptions with fixed sentences:

@@ -21,7 +21,7 @@ from messages_app.models import (
     MessageLineage,
     TokenKind,
 )
-from search_app.runs import run_create
+from search_app.runs.services import run_create
 from tests import factories
 
 

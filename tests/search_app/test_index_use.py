@@ -18,7 +18,7 @@ from django.utils import timezone
 from messages_app import selectors, services
 from search_app.perspective import Perspective
 from search_app.queries import HistoryFilters, ranked_hits
-from search_app.runs import run_create
+from search_app.runs.services import run_create
 from search_app.text import parse_query
 
 pytestmark = pytest.mark.django_db
