@@ -40,13 +40,13 @@ from django.db.models import F, Model, Q, QuerySet
 from django.http import Http404, HttpRequest
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
-from django.utils import timezone
 from django.utils.functional import cached_property
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
 
 from formation.display import counted, local_time
+from messages_app import services
 from messages_app.lifecycle import holds
 from messages_app.models import (
     Account,
@@ -994,23 +994,10 @@ class ApiTokenAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Revoke selected tokens", permissions=["revoke"])
     def revoke_tokens(self, request: HttpRequest, queryset: QuerySet) -> None:
-        selected: dict[uuid.UUID, list[uuid.UUID]] = {}
-        for workspace_id, pk in queryset.values_list("workspace_id", "pk"):
-            selected.setdefault(workspace_id, []).append(pk)
-        tokens: list[ApiToken] = []
+        """The tokens this call revoked are logged, in the transaction that revoked them; one
+        already revoked keeps its time and gets no entry."""
         with transaction.atomic():
-            # Lock first so two admins revoking at once log each token once, with one time;
-            # one workspace at a time, so on Citus each lock and update is on one shard.
-            now = timezone.now()
-            for workspace_id in sorted(selected):
-                live = ApiToken.objects.filter(
-                    workspace_id=workspace_id,
-                    pk__in=selected[workspace_id],
-                    revoked_at__isnull=True,
-                )
-                locked = list(live.select_for_update())
-                live.filter(pk__in=[token.pk for token in locked]).update(revoked_at=now)
-                tokens += locked
+            tokens = services.tokens_revoke(tokens=queryset)
             if tokens:
                 LogEntry.objects.log_actions(
                     user_id=request.user.pk,
