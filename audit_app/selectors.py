@@ -14,7 +14,7 @@ def run_search_events(
     *, workspace_id: uuid.UUID, run_id: uuid.UUID
 ) -> QuerySet[ConversationSearchEvent]:
     """The run's search events, oldest first. Whether the caller may see the run at all is the
-    run's owner's check (``search_app.runs.run_trace``), made before this is read."""
+    run's owner's check (``search_app.runs.selectors.run_trace``), made before this is read."""
     return ConversationSearchEvent.objects.filter(
         workspace_id=workspace_id, run_id=run_id
     ).order_by("created_at", "id")

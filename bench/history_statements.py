@@ -38,7 +38,7 @@ from django.db import connection, transaction  # noqa: E402
 
 from search_app import services  # noqa: E402
 from search_app.history.results import HistoryFilters  # noqa: E402
-from search_app.runs import run_create  # noqa: E402
+from search_app.runs.services import run_create  # noqa: E402
 
 WARMUP = 3
 

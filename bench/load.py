@@ -46,7 +46,7 @@ import benchmark as bench
 import httpx
 
 from messages_app.models import Conversation, Membership, Message
-from search_app.runs import run_create
+from search_app.runs.services import run_create
 
 # One line per request would drown the report (and would carry the search words).
 logging.getLogger("httpx").setLevel(logging.WARNING)

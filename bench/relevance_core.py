@@ -36,7 +36,7 @@ from messages_app.services import (
     workspace_create,
 )
 from search_app.history.results import HistoryFilters, HistorySearch
-from search_app.runs import run_create
+from search_app.runs.services import run_create
 from search_app.services import search_history
 
 # LoCoMo's categories with their answer in the conversation; 5 (adversarial) has none.

@@ -20,7 +20,7 @@ named by the tool and never by its arguments.
 
 Runs. A run token's call holds its run while the body runs: the run is share-locked, and what
 the body reports with ``call.returned`` becomes the run's evidence in the same transaction.
-How a run is held belongs to the app that owns runs (``search_app/runs.py``), which installs it
+How a run is held belongs to the app that owns runs (``search_app/runs/``), which installs it
 with ``hold_runs_with``, so this module imports no app; a run token's call with nothing
 installed is refused rather than left without evidence. search_history locks its run itself
 (``locks_run_itself``), exclusively, to spend its budget.

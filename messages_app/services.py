@@ -1,6 +1,6 @@
 """Every write to workspaces, people, conversations, messages, links and tokens.
 
-A run's rows are written by ``search_app/runs.py``, which owns a run's life.
+A run's rows are written by ``search_app/runs/``, which owns a run's life.
 
 Services are keyword-only, typed and atomic. They take already-authorised objects (the caller's
 workspace comes from its token) and raise ``formation.errors`` exceptions with fixed sentences:
@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import TypeVar
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from formation.auth import token_digest, token_text
@@ -88,12 +88,34 @@ def token_create(
 
 
 def token_revoke(*, token: ApiToken) -> ApiToken:
-    with transaction.atomic():
-        ApiToken.objects.filter(
-            workspace_id=token.workspace_id, pk=token.pk, revoked_at__isnull=True
-        ).update(revoked_at=timezone.now())
+    """Revoke one token (``tokens_revoke``); one already revoked keeps its time."""
+    tokens_revoke(tokens=ApiToken.objects.filter(workspace_id=token.workspace_id, pk=token.pk))
     token.refresh_from_db(from_queryset=ApiToken.objects.filter(workspace_id=token.workspace_id))
     return token
+
+
+def tokens_revoke(*, tokens: QuerySet[ApiToken]) -> list[ApiToken]:
+    """Revoke every token of ``tokens`` still live, all at one time; the ones this call revoked
+    (as they were read, before the update). One already revoked keeps its time.
+
+    Each token is locked before it is revoked, so two callers revoking at once revoke (and an
+    admin logs) each token once, with one time; one workspace at a time, so on Citus each lock
+    and update is on one shard.
+    """
+    selected: dict[uuid.UUID, list[uuid.UUID]] = {}
+    for workspace_id, pk in tokens.values_list("workspace_id", "pk"):
+        selected.setdefault(workspace_id, []).append(pk)
+    revoked: list[ApiToken] = []
+    with transaction.atomic():
+        now = timezone.now()
+        for workspace_id in sorted(selected):
+            live = ApiToken.objects.filter(
+                workspace_id=workspace_id, pk__in=selected[workspace_id], revoked_at__isnull=True
+            )
+            locked = list(live.select_for_update())
+            live.filter(pk__in=[token.pk for token in locked]).update(revoked_at=now)
+            revoked += locked
+    return revoked
 
 
 def account_create(

@@ -8,5 +8,5 @@ class SearchAppConfig(AppConfig):
 
     def ready(self) -> None:
         # Registers search_history with formation.tools, and how a run token's call holds
-        # its run (search_app/runs.py).
+        # its run (search_app/runs/services.py).
         from search_app import tools  # noqa: F401

@@ -9,8 +9,8 @@ reads what would block its reply. A run created with ``toolScope: deliverable`` 
 what search_history could return (rules 1 to 5): withheld messages are absent, totals exclude
 them, an anchor or message it may not receive is ``not_found``, and a reference to one is
 null. Either way the fragments come from ``perspective`` and are evaluated in the tool's own
-statement (``messages_app.lens.RunLens``, put on the call by ``runs.tool_call``); nothing
-is filtered in Python.
+statement (``messages_app.lens.RunLens``, put on the call by
+``runs.services.tool_call``); nothing is filtered in Python.
 """
 
 from __future__ import annotations

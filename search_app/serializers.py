@@ -219,7 +219,7 @@ class RunStatusSerializer(RunSerializer):
 
     @classmethod
     def of(cls, run: Run) -> dict[str, Any]:
-        """The body for a run read by ``runs.run_status`` (with its ``evidence_count``)."""
+        """The body for a run read by ``runs.selectors.run_status`` (with ``evidence_count``)."""
         return cls.render(
             run,
             status="open" if run.finished_at is None else "replied",

@@ -1,8 +1,9 @@
 """The run's perspective-bound work: search_history (SPEC §5, §6, audited as §7 says) and the
-agent's memories (SPEC §4). The reply, with its final delivery check, is ``runs.run_reply``.
+agent's memories (SPEC §4). The reply, with its final delivery check, is
+``runs.services.run_reply``.
 
-Concurrency. The run's row is locked (``runs.run_lock``, ``SELECT ... FOR UPDATE``) by the
-statement that reads the call's scope, before anything else is read, so searches, replies and
+Concurrency. The run's row is locked (``runs.services.run_lock``, ``SELECT ... FOR UPDATE``) by
+the statement that reads the call's scope, before anything else is read, so searches, replies and
 memories of one run take turns (tool calls share-lock it); the locked row carries the budget
 counter the previous search committed, and under READ COMMITTED every later statement sees the
 evidence it committed, so the count can never pass the ceiling, however many searches run at
@@ -31,7 +32,8 @@ from search_app.history.results import HistoryFilters, HistorySearch, Hit
 from search_app.limits import EVIDENCE_BUDGET, Budget
 from search_app.models import AgentMemory, MemoryLineage, MemoryRoom, RunMemory
 from search_app.queries import memory_hits
-from search_app.runs import run_evidence_record, run_lock, run_sources
+from search_app.runs.selectors import run_sources
+from search_app.runs.services import run_evidence_record, run_lock
 from search_app.scope import Perspective
 from search_app.serializers import ranking
 from search_app.text import highlights, parse_query

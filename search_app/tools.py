@@ -1,6 +1,6 @@
 """search_history: its definition and body, registered into ``formation.tools`` when this app
 is ready; and, as the owner of runs, how a run token's call of any other tool holds its run
-(``runs.tool_call``)."""
+(``runs.services.tool_call``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import Any
 
 from formation.auth import IsRunToken
 from formation.tools import AgentTool, ToolCall, hold_runs_with, register
-from search_app import runs, services
+from search_app import services
 from search_app.limits import DEFAULT_HITS, EVIDENCE_BUDGET, MAX_HITS
+from search_app.runs.services import tool_call
 from search_app.serializers import SearchHistorySerializer, history_filters, search_history_body
 
 # search_history's query syntax (SPEC §6), for its description here and in the OpenAPI schema.
@@ -81,4 +82,4 @@ SEARCH_HISTORY = register(
     )
 )
 
-hold_runs_with(runs.tool_call)
+hold_runs_with(tool_call)

@@ -1,5 +1,5 @@
 """A run's routes (``runs…``: create, read, reply, memories, trace), search_history and the
-agent's memories: this app owns a run's life (``search_app/runs.py``)."""
+agent's memories: this app owns a run's life (``search_app/runs/``)."""
 
 from django.urls import path
 

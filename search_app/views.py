@@ -29,10 +29,12 @@ from formation.tools import ToolView
 from formation.viewsets import ListPageQuery, ServiceViewSet, validated
 from messages_app.models import Run, ToolScope
 from messages_app.serializers import MessageSummarySerializer
-from search_app import runs, services, tools
+from search_app import services, tools
 from search_app.errors import DeliveryBlocked, SearchBudgetExhausted
 from search_app.history.results import SPEAKERS
 from search_app.limits import EVIDENCE_BUDGET
+from search_app.runs import selectors as run_selectors
+from search_app.runs import services as run_services
 from search_app.serializers import (
     HistorySearchResult,
     MemoryCreated,
@@ -91,7 +93,7 @@ class RunViewSet(ServiceViewSet):
 
     def create(self, request: Request) -> Response:
         data = validated(RunCreateSerializer, request)
-        run, token = runs.run_create(
+        run, token = run_services.run_create(
             workspace_id=request.user.workspace_id,
             agent_id=data["agentId"],
             conversation_id=data["conversationId"],
@@ -104,7 +106,7 @@ class RunViewSet(ServiceViewSet):
 
     def retrieve(self, request: Request, pk: str) -> Response:
         check_query_keys(request, allowed=set())
-        run = runs.run_status(workspace_id=request.user.workspace_id, run_id=pk)
+        run = run_selectors.run_status(workspace_id=request.user.workspace_id, run_id=pk)
         return Response(RunStatusSerializer.of(run))
 
 
@@ -179,7 +181,7 @@ class RunReplyView(OwnRunView):
     def post(self, request: Request, run_id: uuid.UUID) -> Response:
         content = self.content(request, run_id)
         reply = retrying_conflicts(
-            lambda: runs.run_reply(
+            lambda: run_services.run_reply(
                 workspace_id=request.user.workspace_id, run_id=run_id, content=content
             )
         )
@@ -268,7 +270,7 @@ class RunTraceView(APIView):
     def get(self, request: Request, run_id: uuid.UUID) -> Response:
         page = query_params(request, ListPageQuery)
         limit, offset = page["limit"], page["offset"]
-        events = runs.run_trace(caller=request.user, run_id=run_id)
+        events = run_selectors.run_trace(caller=request.user, run_id=run_id)
         items = list(events[offset : offset + limit])
         total = len(items) if offset == 0 and len(items) < limit else events.count()
         with_exclusions = request.user.is_service

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from messages_app import services
 from messages_app.models import Account, Agent, ApiToken, Conversation, Run, TokenKind, Workspace
-from search_app.runs import run_create
+from search_app.runs.services import run_create
 
 DEMO_SLUG = "demo"
 

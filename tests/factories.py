@@ -28,7 +28,7 @@ from messages_app.models import (
 )
 from search_app import services as search_services
 from search_app.history.results import HistoryFilters
-from search_app.runs import run_create
+from search_app.runs.services import run_create
 
 _counter = itertools.count(1)
 

@@ -61,7 +61,7 @@ from formation.tools import (
 )
 from messages_app import services
 from messages_app.models import ApiToken, TokenKind
-from search_app.runs import run_create
+from search_app.runs.services import run_create
 from tests import factories
 from tests.test_serving import gunicorn_serving
 

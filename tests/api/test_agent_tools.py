@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 
 from messages_app import services
 from messages_app.models import Message
-from search_app.runs import run_create
+from search_app.runs.services import run_create
 from tests import factories
 from tests.factories import SUMMARY_KEYS, at, left_room, never_joined_room, other_workspace
 

@@ -22,8 +22,8 @@ from rest_framework.test import APIClient
 
 from messages_app import services
 from messages_app.models import Message, MessageLineage, Run, RunEvidence
-from search_app import runs
 from search_app.models import AgentMemory, RunMemory
+from search_app.runs import services as runs
 from tests import factories
 from tests.factories import SUMMARY_KEYS, make_run, post
 

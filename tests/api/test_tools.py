@@ -33,7 +33,7 @@ from formation.tools import (
 )
 from messages_app import services
 from messages_app.models import Message, RunEvidence, TokenKind
-from search_app.runs import run_create
+from search_app.runs.services import run_create
 from tests import factories
 from tests.factories import at
 

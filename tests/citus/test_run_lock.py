@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection, transaction
 
-from search_app.runs import run_lock
+from search_app.runs.services import run_lock
 from tests import factories
 
 

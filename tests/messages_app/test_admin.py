@@ -22,7 +22,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from audit_app.lifecycle import Actor
-from messages_app.admin import ERASED_SOURCE
+from messages_app.admin.messages import ERASED_SOURCE
 from messages_app.lifecycle import erasure, holds, retention
 from messages_app.models import (
     Account,
@@ -272,7 +272,7 @@ def test_message_search_by_uuid(admin_client: Client, admin_world: AdminWorld) -
 def test_message_changelist_counts_at_most_the_cap(
     admin_client: Client, admin_world: AdminWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from messages_app.admin import CappedCountPaginator
+    from formation.admin_kit import CappedCountPaginator
 
     monkeypatch.setattr(CappedCountPaginator, "CAP", 1)
     response = admin_client.get(admin_url("message", "changelist"))
@@ -670,7 +670,7 @@ def test_the_transcript_never_shows_a_deleted_body_the_row_still_holds(
 def test_the_transcript_is_paged_by_seq(
     admin_client: Client, admin_world: AdminWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from messages_app import admin as messages_admin
+    from messages_app.admin import transcript as messages_admin
 
     monkeypatch.setattr(messages_admin, "TRANSCRIPT_PAGE_SIZE", 2)
     conversation = admin_world.conversation

@@ -21,7 +21,7 @@ from messages_app.models import (
     MessageLineage,
     TokenKind,
 )
-from search_app.runs import run_create
+from search_app.runs.services import run_create
 from tests import factories
 
 
@@ -218,6 +218,35 @@ def test_token_create_stores_only_the_sha256_digest(world, kind):
 def test_token_create_makes_distinct_tokens(world):
     raws = {services.token_create(workspace_id=world.workspace.id, kind="service")[1] for _ in "ab"}
     assert len(raws) == 2
+
+
+def test_tokens_revoke_revokes_the_live_ones_at_one_time_and_keeps_earlier_revocations(world):
+    live, _ = services.token_create(workspace_id=world.workspace.id, kind="service")
+    other, _ = services.token_create(
+        workspace_id=world.workspace.id, kind="agent", agent=world.agent
+    )
+    earlier, _ = services.token_create(workspace_id=world.workspace.id, kind="service")
+    earlier = services.token_revoke(token=earlier)
+    kept, _ = services.token_create(workspace_id=world.workspace.id, kind="service")
+
+    revoked = services.tokens_revoke(
+        tokens=ApiToken.objects.filter(pk__in=[live.pk, other.pk, earlier.pk])
+    )
+
+    assert {token.pk for token in revoked} == {live.pk, other.pk}
+    rows = {token.pk: token.revoked_at for token in ApiToken.objects.all()}
+    assert rows[live.pk] is not None
+    assert rows[live.pk] == rows[other.pk]
+    assert rows[earlier.pk] == earlier.revoked_at
+    assert rows[kept.pk] is None
+    assert services.tokens_revoke(tokens=ApiToken.objects.filter(pk=live.pk)) == []
+
+
+def test_token_revoke_revokes_one_token_once(world):
+    token, _ = services.token_create(workspace_id=world.workspace.id, kind="service")
+    first = services.token_revoke(token=token).revoked_at
+    assert first is not None
+    assert services.token_revoke(token=token).revoked_at == first
 
 
 # --- runs ----------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from messages_app import services
 from messages_app.models import Message, RunEvidence
 from messages_app.services import MessageDraft
 from search_app.errors import SearchBudgetExhausted
-from search_app.runs import run_create
+from search_app.runs.services import run_create
 from tests import factories
 from tests.factories import at
 

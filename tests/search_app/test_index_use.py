@@ -18,7 +18,7 @@ from django.utils import timezone
 from messages_app import selectors, services
 from search_app.history.read import ranked_hits
 from search_app.history.results import HistoryFilters
-from search_app.runs import run_create
+from search_app.runs.services import run_create
 from search_app.scope import Perspective
 from search_app.text import parse_query
 

@@ -23,7 +23,7 @@ from messages_app import services
 from messages_app.lifecycle import erasure
 from messages_app.models import Message, MessageLineage, RunEvidence
 from search_app.errors import DeliveryBlocked
-from search_app.runs import run_reply
+from search_app.runs.services import run_reply
 from tests import factories
 from tests.factories import at
 

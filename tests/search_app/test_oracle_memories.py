@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from search_app import services as search_services
-from search_app.runs import run_reply
+from search_app.runs.services import run_reply
 from tests import factories
 from tests.search_app.test_oracle import (
     AGENT,

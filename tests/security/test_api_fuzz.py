@@ -30,7 +30,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from formation.wsgi import application
 from messages_app import services
 from messages_app.models import Run, TokenKind
-from search_app.runs import run_create
+from search_app.runs.services import run_create
 from tests import factories
 from tests.factories import at
 

@@ -51,7 +51,7 @@ from django.urls.resolvers import RegexPattern
 from formation.errors import NotFound, error_body
 from messages_app import services
 from messages_app.models import TokenKind
-from search_app.runs import run_create, run_reply
+from search_app.runs.services import run_create, run_reply
 from tests import factories
 
 pytestmark = pytest.mark.django_db

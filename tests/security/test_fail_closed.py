@@ -39,7 +39,7 @@ from messages_app.models import (
     Workspace,
 )
 from search_app.models import AgentMemory, MemoryLineage, MessageSearchDocument
-from search_app.runs import run_create
+from search_app.runs.services import run_create
 from tests import factories
 from tests.audit_app.helpers import assert_error, events, evidence_ids, pre_spend, search
 from tests.conftest import World
@@ -249,7 +249,7 @@ def test_a_reply_retried_after_a_503_is_checked_again(monkeypatch: pytest.Monkey
     def connection_lost(**kwargs: Any) -> Message:
         raise OperationalError("server closed the connection unexpectedly")
 
-    monkeypatch.setattr("search_app.runs.message_create", connection_lost)
+    monkeypatch.setattr("search_app.runs.services.message_create", connection_lost)
     assert_error(reply(client, run), 503, "unavailable")
     run.refresh_from_db()
     assert run.finished_at is None

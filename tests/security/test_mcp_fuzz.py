@@ -28,7 +28,7 @@ from formation.tools import AGENT_TOOLS, input_schema
 from formation.wsgi import application as wsgi_application
 from messages_app import services
 from messages_app.models import TokenKind
-from search_app.runs import run_create
+from search_app.runs.services import run_create
 from tests import factories
 from tests.test_mcp import asgi_request
 

@@ -1,8 +1,4 @@
-"""A run's life, in one module: create, lock, evidence, reply, finish, and its trace.
-
-A run is one turn of an agent in a destination conversation for a requester (SPEC §4). Its rows
-(``Run``, ``RunEvidence``) and its token are ``messages_app`` models; everything that changes a
-run's state is written here, and the ``runs…`` routes are this app's (``search_app/urls.py``).
+"""Every write of a run's life: create, lock, evidence, reply and finish.
 
 Concurrency. Every call that acts for a run takes the run's row lock first, through
 ``run_lock``: the agent tools other than search_history share-lock it (``tool_call``), while
@@ -20,19 +16,13 @@ from contextlib import contextmanager
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, OuterRef, QuerySet, Subquery
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from audit_app import selectors as audit_selectors
-from audit_app.models import ConversationSearchEvent
 from formation import metrics
-from formation.auth import Caller
 from formation.bulk_insert import insert_rows
 from formation.errors import Forbidden, InvalidArguments
 from formation.fields import camel_case
-from formation.sql import transaction_advisory_lock
-from formation.tenancy import get_or_not_found
+from formation.sql import table, transaction_advisory_lock
 from formation.tools import ToolCall
 from messages_app.limits import MAX_RECENT_MESSAGES
 from messages_app.models import (
@@ -51,8 +41,9 @@ from messages_app.models import (
 from messages_app.services import MessageDraft, message_create, token_create
 from search_app.deliverability import run_lens
 from search_app.errors import DeliveryBlocked, DeliveryBlockedDetails
-from search_app.models import MemoryLineage, MemoryRoom, RunMemory
+from search_app.models import MemoryRoom, RunMemory
 from search_app.queries import delivery_blockers
+from search_app.runs.selectors import run_sources
 from search_app.scope import Perspective, RunState, run_scope
 
 RUN_FINISHED = "This run has finished; its tools are closed."
@@ -177,7 +168,7 @@ def run_evidence_record(
     if not ids:
         return
     insert_rows(
-        RunEvidence._meta.db_table,
+        table(RunEvidence),
         (("workspace_id", "uuid"), ("run_id", "uuid"), ("message_id", "uuid"), ("tool", "text")),
         [(workspace_id, run_id, message_id, tool) for message_id in ids],
         fixed={"created_at": "now()"},
@@ -208,34 +199,6 @@ def tool_call(call: ToolCall, tool: str) -> Iterator[None]:
         run_evidence_record(
             workspace_id=workspace_id, run_id=run_id, message_ids=call.returned_ids, tool=tool
         )
-
-
-def run_sources(perspective: Perspective) -> list:
-    """What the run's model has seen: its prompt, its evidence, then its memories' sources.
-
-    The prompt (current message and recent history) is in the destination itself, so it never
-    blocks delivery, but a message there may carry lineage of its own (an earlier reply), which
-    whatever the run writes must inherit. Evidence follows in the order it was returned; each
-    message's own sources are added when the lineage is stored (its closure), so chains
-    flatten to the originals.
-    """
-    run_id, workspace_id = perspective.run_id, perspective.workspace_id
-    evidence = RunEvidence.objects.filter(workspace_id=workspace_id, run_id=run_id).order_by(
-        "created_at", "id"
-    )
-    recalled = RunMemory.objects.filter(workspace_id=workspace_id, run_id=run_id)
-    remembered = MemoryLineage.objects.filter(
-        workspace_id=workspace_id, memory__in=recalled.values("memory")
-    ).order_by("memory_id", "source_id")
-    return list(
-        dict.fromkeys(
-            [
-                *perspective.in_prompt,
-                *evidence.values_list("message_id", flat=True),
-                *remembered.values_list("source_id", flat=True),
-            ]
-        )
-    )
 
 
 def run_reply(*, workspace_id: uuid.UUID, run_id: uuid.UUID, content: str) -> Message:
@@ -290,11 +253,11 @@ def _inherit_recalled_rooms(perspective: Perspective, reply: Message) -> None:
     """
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""INSERT INTO {MessageLineageRoom._meta.db_table}
+            f"""INSERT INTO {table(MessageLineageRoom)}
                     (workspace_id, message_id, conversation_id)
                 SELECT DISTINCT used.workspace_id, %(reply)s::uuid, inherited.conversation_id
-                FROM {RunMemory._meta.db_table} AS used
-                JOIN {MemoryRoom._meta.db_table} AS inherited
+                FROM {table(RunMemory)} AS used
+                JOIN {table(MemoryRoom)} AS inherited
                   ON inherited.workspace_id = used.workspace_id
                  AND inherited.memory_id = used.memory_id
                 WHERE used.workspace_id = %(workspace)s AND used.run_id = %(run)s
@@ -309,30 +272,3 @@ def _run_finish(*, workspace_id: uuid.UUID, run_id: uuid.UUID, reply: Message) -
     Run.objects.filter(workspace_id=workspace_id, pk=run_id).update(
         finished_at=timezone.now(), reply=reply
     )
-
-
-def run_status(*, workspace_id: uuid.UUID, run_id: object) -> Run:
-    """A run of the workspace with ``evidence_count``, the distinct messages its tools have
-    returned (``GET /runs/{id}``), or ``NotFound``."""
-    # A subquery naming the workspace, not a join by the run's id alone: one shard on Citus.
-    evidence = (
-        RunEvidence.objects.filter(workspace_id=workspace_id, run_id=OuterRef("pk"))
-        .order_by()
-        .values("run_id")
-        .annotate(rows=Count("*"))
-        .values("rows")
-    )
-    runs = Run.objects.filter(workspace_id=workspace_id).annotate(
-        evidence_count=Coalesce(Subquery(evidence), 0)
-    )
-    return get_or_not_found(runs, run_id)
-
-
-def run_trace(*, caller: Caller, run_id: uuid.UUID) -> QuerySet[ConversationSearchEvent]:
-    """The run's search events, oldest first; another workspace's run, or for a run token any
-    run but its own, is the same ``not_found`` as a run that does not exist."""
-    runs = Run.objects.filter(workspace_id=caller.workspace_id)
-    if caller.is_run:
-        runs = runs.filter(pk=caller.run_id)
-    run = get_or_not_found(runs.only("pk"), run_id)
-    return audit_selectors.run_search_events(workspace_id=caller.workspace_id, run_id=run.pk)
