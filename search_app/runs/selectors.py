@@ -10,8 +10,8 @@ from django.db.models.functions import Coalesce
 from audit_app import selectors as audit_selectors
 from audit_app.models import ConversationSearchEvent
 from formation.auth import Caller
-from messages_app.models import Run, RunEvidence
 from formation.tenancy import get_or_not_found
+from messages_app.models import Run, RunEvidence
 from search_app.models import MemoryLineage, RunMemory
 from search_app.scope import Perspective
 
