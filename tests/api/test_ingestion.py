@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from messages_app import services
+from messages_app import limits, services
 from messages_app.models import (
     Account,
     Agent,
@@ -930,7 +930,7 @@ def test_bulk_over_the_character_limit_is_refused_before_its_items_are_looked_at
     lacks a sender, which is not even reached."""
     items = [
         {"senderUserId": str(world.alice.id), "content": "a" * 100_000}
-        for _ in range(services.MAX_BULK_CHARS // 100_000)
+        for _ in range(limits.MAX_BULK_CHARS // 100_000)
     ]
     items[0].pop("senderUserId")
     items.append({"senderUserId": str(world.alice.id), "content": "b"})
@@ -961,7 +961,7 @@ def test_bulk_of_exactly_the_character_limit_is_stored_within_the_production_tim
         {"senderUserId": str(world.bob.id), "content": text}
         for text in corpus_like_texts(1_000, 5_000)
     ]
-    assert sum(len(item["content"]) for item in items) == services.MAX_BULK_CHARS
+    assert sum(len(item["content"]) for item in items) == limits.MAX_BULK_CHARS
     response = world.service.post(bulk_url(room), {"messages": items}, format="json")
     assert response.status_code == 201, response.content[:500]
     assert len(response.json()["items"]) == 1_000

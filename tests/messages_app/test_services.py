@@ -11,7 +11,7 @@ from django.db import IntegrityError, connection
 from django.db.models import Model
 
 from formation.errors import InvalidArguments, NotFound
-from messages_app import services
+from messages_app import limits, services
 from messages_app.models import (
     Account,
     Agent,
@@ -156,7 +156,7 @@ def test_messages_create_rejects_a_lineage_source_from_another_workspace(world):
 def test_messages_create_refuses_more_characters_than_the_limit_before_any_query(
     world, django_assert_num_queries
 ):
-    drafts = [draft(world.alice, "a" * 100_000)] * (services.MAX_BULK_CHARS // 100_000)
+    drafts = [draft(world.alice, "a" * 100_000)] * (limits.MAX_BULK_CHARS // 100_000)
     with django_assert_num_queries(0), pytest.raises(InvalidArguments) as caught:
         services.messages_create(
             conversation=world.private, drafts=[*drafts, draft(world.bob, "b")]

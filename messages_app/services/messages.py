@@ -1,26 +1,17 @@
-"""Every write to workspaces, people, conversations, messages, links and tokens.
-
-A run's rows are written by ``search_app/runs/``, which owns a run's life.
-
-Services are keyword-only, typed and atomic. They take already-authorised objects (the caller's
-workspace comes from its token) and raise ``formation.errors`` exceptions with fixed sentences:
-no message text, member list or foreign id is ever put into an error.
-"""
+"""Messages: drafts checked, seqs reserved, stored one or thousands at a time, with their
+lineage; edits and deletes under the legal holds."""
 
 from __future__ import annotations
 
-import secrets
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
 
-from django.db import IntegrityError, connection, transaction
-from django.db.models import Q, QuerySet
+from django.db import connection, transaction
 from django.utils import timezone
 
-from formation.auth import token_digest, token_text
 from formation.bulk_insert import insert_rows
 from formation.errors import InvalidArguments, NotFound
 from messages_app.lifecycle import erasure, holds
@@ -31,208 +22,17 @@ from messages_app.limits import (
     MAX_LINEAGE_PER_REQUEST,
 )
 from messages_app.models import (
-    DEFAULT_LANGUAGE,
     Account,
     Agent,
-    ApiToken,
     Conversation,
-    IdentityLink,
-    IdentityLinkStatus,
-    Membership,
     Message,
     MessageLineage,
     MessageRole,
     MessageStatus,
-    Run,
-    Workspace,
 )
-from messages_app.selectors import text_search_configurations
 
 # A lineage source's id: a UUID, or its text in the synthetic corpus (both sort alike).
 SourceId = TypeVar("SourceId", uuid.UUID, str)
-
-
-def workspace_create(*, slug: str, name: str = "", language: str = DEFAULT_LANGUAGE) -> Workspace:
-    """A new workspace whose search uses text search configuration ``language``."""
-    if language not in text_search_configurations():
-        raise InvalidArguments.for_field(
-            "language", "Not a text search configuration of this database (see pg_ts_config)."
-        )
-    try:
-        with transaction.atomic():
-            return Workspace.objects.create(slug=slug, name=name or slug, language=language)
-    except IntegrityError as duplicate:
-        raise InvalidArguments("A workspace with this slug already exists.") from duplicate
-
-
-def token_create(
-    *,
-    workspace_id: uuid.UUID,
-    kind: str,
-    agent: Agent | None = None,
-    run: Run | None = None,
-) -> tuple[ApiToken, str]:
-    """Make a token and return it with its only plain-text copy (never stored)."""
-    secret = secrets.token_urlsafe(32)
-    raw = token_text(kind, workspace_id, secret)
-    with transaction.atomic():
-        token = ApiToken.objects.create(
-            workspace_id=workspace_id,
-            kind=kind,
-            agent=agent,
-            run=run,
-            digest=token_digest(raw),
-            prefix=f"fmn_{kind}_{secret[:6]}",
-        )
-    return token, raw
-
-
-def token_revoke(*, token: ApiToken) -> ApiToken:
-    """Revoke one token (``tokens_revoke``); one already revoked keeps its time."""
-    tokens_revoke(tokens=ApiToken.objects.filter(workspace_id=token.workspace_id, pk=token.pk))
-    token.refresh_from_db(from_queryset=ApiToken.objects.filter(workspace_id=token.workspace_id))
-    return token
-
-
-def tokens_revoke(*, tokens: QuerySet[ApiToken]) -> list[ApiToken]:
-    """Revoke every token of ``tokens`` still live, all at one time; the ones this call revoked
-    (as they were read, before the update). One already revoked keeps its time.
-
-    Each token is locked before it is revoked, so two callers revoking at once revoke (and an
-    admin logs) each token once, with one time; one workspace at a time, so on Citus each lock
-    and update is on one shard.
-    """
-    selected: dict[uuid.UUID, list[uuid.UUID]] = {}
-    for workspace_id, pk in tokens.values_list("workspace_id", "pk"):
-        selected.setdefault(workspace_id, []).append(pk)
-    revoked: list[ApiToken] = []
-    with transaction.atomic():
-        now = timezone.now()
-        for workspace_id in sorted(selected):
-            live = ApiToken.objects.filter(
-                workspace_id=workspace_id, pk__in=selected[workspace_id], revoked_at__isnull=True
-            )
-            locked = list(live.select_for_update())
-            live.filter(pk__in=[token.pk for token in locked]).update(revoked_at=now)
-            revoked += locked
-    return revoked
-
-
-def account_create(
-    *, workspace_id: uuid.UUID, display_name: str, external_id: str | None = None
-) -> Account:
-    try:
-        with transaction.atomic():
-            return Account.objects.create(
-                workspace_id=workspace_id, display_name=display_name, external_id=external_id
-            )
-    except IntegrityError as conflict:
-        raise InvalidArguments.for_field(
-            "externalId", "An account with this externalId already exists."
-        ) from conflict
-
-
-def agent_create(*, workspace_id: uuid.UUID, name: str) -> Agent:
-    with transaction.atomic():
-        return Agent.objects.create(workspace_id=workspace_id, name=name)
-
-
-def conversation_create(
-    *, workspace_id: uuid.UUID, kind: str, title: str, external_id: str | None = None
-) -> Conversation:
-    try:
-        with transaction.atomic():
-            return Conversation.objects.create(
-                workspace_id=workspace_id, kind=kind, title=title, external_id=external_id
-            )
-    except IntegrityError as conflict:
-        raise InvalidArguments.for_field(
-            "externalId", "A conversation with this externalId already exists."
-        ) from conflict
-
-
-def _member_filter(account_id: uuid.UUID | None, agent_id: uuid.UUID | None) -> Q:
-    return Q(account_id=account_id) if account_id else Q(agent_id=agent_id)
-
-
-def _resolve_member(
-    *, workspace_id: uuid.UUID, account_id: uuid.UUID | None, agent_id: uuid.UUID | None
-) -> None:
-    """The member must exist in the conversation's workspace (else it is an unknown id)."""
-    if account_id is not None:
-        if not Account.objects.filter(workspace_id=workspace_id, pk=account_id).exists():
-            raise InvalidArguments.for_field("accountId", "Unknown accountId.")
-    elif not Agent.objects.filter(workspace_id=workspace_id, pk=agent_id).exists():
-        raise InvalidArguments.for_field("agentId", "Unknown agentId.")
-
-
-def membership_join(
-    *,
-    conversation: Conversation,
-    account_id: uuid.UUID | None = None,
-    agent_id: uuid.UUID | None = None,
-    joined_at: datetime | None = None,
-) -> Membership:
-    """Add a member from ``joined_at`` (default now); a current member cannot join again."""
-    _resolve_member(
-        workspace_id=conversation.workspace_id, account_id=account_id, agent_id=agent_id
-    )
-    joined_at = joined_at or timezone.now()
-    if joined_at > timezone.now() + MAX_CLOCK_SKEW:
-        raise InvalidArguments.for_field("joinedAt", "joinedAt is in the future.")
-    member = _member_filter(account_id, agent_id)
-    try:
-        with transaction.atomic():
-            current = Membership.objects.filter(
-                member,
-                workspace_id=conversation.workspace_id,
-                conversation_id=conversation.pk,
-                left_at__isnull=True,
-            )
-            if current.exists():
-                raise InvalidArguments("Already a current member of this conversation.")
-            return Membership.objects.create(
-                workspace_id=conversation.workspace_id,
-                conversation=conversation,
-                account_id=account_id,
-                agent_id=agent_id,
-                joined_at=joined_at,
-            )
-    except IntegrityError as overlap:
-        # The exclusion constraint: this interval overlaps an earlier one (or a concurrent join).
-        raise InvalidArguments(
-            "This membership would overlap an existing membership interval."
-        ) from overlap
-
-
-def membership_leave(
-    *,
-    conversation: Conversation,
-    account_id: uuid.UUID | None = None,
-    agent_id: uuid.UUID | None = None,
-    left_at: datetime | None = None,
-) -> Membership:
-    _resolve_member(
-        workspace_id=conversation.workspace_id, account_id=account_id, agent_id=agent_id
-    )
-    left_at = left_at or timezone.now()
-    if left_at > timezone.now() + MAX_CLOCK_SKEW:
-        raise InvalidArguments.for_field("leftAt", "leftAt is in the future.")
-    current = Membership.objects.filter(
-        _member_filter(account_id, agent_id),
-        workspace_id=conversation.workspace_id,
-        conversation_id=conversation.pk,
-        left_at__isnull=True,
-    )
-    with transaction.atomic():
-        membership = current.select_for_update().first()
-        if membership is None:
-            raise InvalidArguments("Not a current member of this conversation.")
-        if left_at <= membership.joined_at:
-            raise InvalidArguments.for_field("leftAt", "leftAt must be after joinedAt.")
-        current.filter(pk=membership.pk).update(left_at=left_at)
-        membership.left_at = left_at
-        return membership
 
 
 @dataclass
@@ -526,48 +326,3 @@ def message_delete(*, message: Message) -> None:
         erased = erasure.messages_erase(workspace_id=message.workspace_id, message_ids=[message.pk])
         if not erased.messages:
             raise NotFound()
-
-
-def identity_link_create(
-    *, workspace_id: uuid.UUID, account_id: uuid.UUID, linked_account_id: uuid.UUID
-) -> IdentityLink:
-    if account_id == linked_account_id:
-        raise InvalidArguments("An identity link joins two different accounts.")
-    known = Account.objects.filter(
-        workspace_id=workspace_id, pk__in=[account_id, linked_account_id]
-    ).count()
-    if known != 2:
-        raise InvalidArguments("Unknown accountId or linkedAccountId.")
-    try:
-        with transaction.atomic():
-            return IdentityLink.objects.create(
-                workspace_id=workspace_id,
-                account_id=account_id,
-                linked_account_id=linked_account_id,
-            )
-    except IntegrityError as duplicate:
-        raise InvalidArguments("These accounts already have an unrevoked link.") from duplicate
-
-
-def identity_link_verify(*, link: IdentityLink) -> IdentityLink:
-    with transaction.atomic():
-        updated = IdentityLink.objects.filter(
-            workspace_id=link.workspace_id, pk=link.pk, status=IdentityLinkStatus.PENDING
-        ).update(status=IdentityLinkStatus.VERIFIED, verified_at=timezone.now())
-        if not updated:
-            raise InvalidArguments("Only a pending link can be verified.")
-    link.refresh_from_db(from_queryset=IdentityLink.objects.filter(workspace_id=link.workspace_id))
-    return link
-
-
-def identity_link_revoke(*, link: IdentityLink) -> IdentityLink:
-    with transaction.atomic():
-        updated = IdentityLink.objects.filter(
-            workspace_id=link.workspace_id,
-            pk=link.pk,
-            status__in=[IdentityLinkStatus.PENDING, IdentityLinkStatus.VERIFIED],
-        ).update(status=IdentityLinkStatus.REVOKED, revoked_at=timezone.now())
-        if not updated:
-            raise InvalidArguments("This link is already revoked.")
-    link.refresh_from_db(from_queryset=IdentityLink.objects.filter(workspace_id=link.workspace_id))
-    return link
