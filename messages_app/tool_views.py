@@ -29,6 +29,7 @@ from formation.openapi import (
 from formation.tools import ToolView
 from formation.viewsets import validated
 from messages_app import selectors, services, tools
+from messages_app.errors import LEGAL_HOLD
 from messages_app.serializers import (
     MessageEditSerializer,
     MessagePage,
@@ -36,7 +37,6 @@ from messages_app.serializers import (
     MessageSummarySerializer,
     ToolMessageSummary,
 )
-from messages_app.views import LEGAL_HOLD
 
 
 @extend_schema_view(

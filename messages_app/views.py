@@ -23,7 +23,6 @@ from formation.openapi import (
     SERVICE,
     answers,
     declare_links,
-    error_response,
     filter_parameters,
     id_in_path,
 )
@@ -36,7 +35,6 @@ from formation.viewsets import (
     validated,
 )
 from messages_app import selectors, services
-from messages_app.errors import LegalHoldActive
 from messages_app.filters import (
     AccountFilter,
     AgentFilter,
@@ -66,12 +64,6 @@ from messages_app.serializers import (
     MessageBulkSerializer,
     MessageCreateSerializer,
     MessageSummarySerializer,
-)
-
-LEGAL_HOLD = error_response(
-    "LegalHoldError",
-    [LegalHoldActive],
-    "a legal hold covers the messages this would erase or edit; nothing was changed.",
 )
 
 

@@ -29,6 +29,7 @@ from formation.fields import check_query_keys
 from formation.openapi import answers, error_response, filter_parameters, id_in_path
 from formation.tenancy import get_or_not_found
 from formation.viewsets import ListPageQuery, ServiceViewSet, validated
+from messages_app.errors import LEGAL_HOLD
 from messages_app.filters import LegalHoldFilter
 from messages_app.lifecycle.erasure import account_erase
 from messages_app.lifecycle.exports import export_start
@@ -53,7 +54,6 @@ from messages_app.lifecycle.shapes import (
 )
 from messages_app.models import Account, Conversation, LegalHold
 from messages_app.serializers import MessageSummarySerializer
-from messages_app.views import LEGAL_HOLD
 
 TAG = "Data lifecycle (service token)"
 SERVICE = "Needs a service token (the runtime)."
