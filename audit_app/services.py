@@ -22,6 +22,7 @@ from audit_app.models import (
 )
 from formation import metrics
 from formation.errors import AuditUnavailable
+from formation.sql import table
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +141,7 @@ _COLUMNS = {
     "created_at": "timestamptz",
 }
 _INSERT = (
-    f"INSERT INTO {ConversationSearchEvent._meta.db_table} ({', '.join(_COLUMNS)}) VALUES ("
+    f"INSERT INTO {table(ConversationSearchEvent)} ({', '.join(_COLUMNS)}) VALUES ("
     + ", ".join(f"%({column})s::{kind}" for column, kind in _COLUMNS.items())
     + ")"
 )

@@ -12,6 +12,7 @@ from django.db import connection
 
 from formation.auth import Caller
 from formation.db_timeouts import claim_statement_timeout
+from formation.sql import table
 from messages_app.models import ApiToken
 
 # One statement per request: the token, and the request's statement timeout if one is pending
@@ -26,12 +27,12 @@ _TOKEN = f"""
     SELECT set_config('statement_timeout', %(timeout)s, false), t.id, t.workspace_id, t.kind,
            t.agent_id, t.run_id
     FROM (SELECT 1) AS one
-    LEFT JOIN {ApiToken._meta.db_table} AS t
+    LEFT JOIN {table(ApiToken)} AS t
       ON {{workspace}}t.digest = %(digest)s AND t.revoked_at IS NULL
 """
 _TOKEN_ALONE = f"""
     SELECT t.id, t.workspace_id, t.kind, t.agent_id, t.run_id
-    FROM {ApiToken._meta.db_table} AS t
+    FROM {table(ApiToken)} AS t
     WHERE {{workspace}}t.digest = %(digest)s AND t.revoked_at IS NULL
 """
 

@@ -25,6 +25,7 @@ from audit_app import services as audit
 from audit_app.models import SearchOutcome, SearchTool
 from formation import metrics
 from formation.fields import format_timestamp
+from formation.sql import table
 from messages_app.models import Conversation, Message, MessageLineage, MessageLineageRoom
 from search_app.errors import SearchBudgetExhausted, SearchLimitDetails
 from search_app.history.read import history_read
@@ -206,23 +207,23 @@ def _memory_rooms_record(perspective: Perspective, memory: AgentMemory, sources:
     memory the run recalled, so chains of memories keep the first one's restrictions."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""INSERT INTO {MemoryRoom._meta.db_table} (workspace_id, memory_id, conversation_id)
+            f"""INSERT INTO {table(MemoryRoom)} (workspace_id, memory_id, conversation_id)
                 SELECT DISTINCT workspace_id, %(memory)s::uuid, room FROM (
                     SELECT destination.workspace_id, destination.id AS room
-                          FROM {Conversation._meta.db_table} AS destination
+                          FROM {table(Conversation)} AS destination
                           WHERE destination.workspace_id = %(workspace)s
                             AND destination.id = %(destination)s
                     UNION ALL SELECT source.workspace_id, source.conversation_id
-                          FROM {Message._meta.db_table} AS source
+                          FROM {table(Message)} AS source
                           WHERE source.workspace_id = %(workspace)s
                             AND source.id = ANY(%(sources)s::uuid[])
                     UNION ALL SELECT inherited.workspace_id, inherited.conversation_id
-                          FROM {MessageLineageRoom._meta.db_table} AS inherited
+                          FROM {table(MessageLineageRoom)} AS inherited
                           WHERE inherited.workspace_id = %(workspace)s
                             AND inherited.message_id = ANY(%(sources)s::uuid[])
                     UNION ALL SELECT used.workspace_id, recalled.conversation_id
-                          FROM {RunMemory._meta.db_table} AS used
-                          JOIN {MemoryRoom._meta.db_table} AS recalled
+                          FROM {table(RunMemory)} AS used
+                          JOIN {table(MemoryRoom)} AS recalled
                             ON recalled.workspace_id = used.workspace_id
                            AND recalled.memory_id = used.memory_id
                           WHERE used.workspace_id = %(workspace)s AND used.run_id = %(run)s

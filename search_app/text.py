@@ -28,6 +28,7 @@ from itertools import groupby, pairwise
 from django.db import connection
 
 from formation.errors import InvalidArguments
+from formation.sql import table
 from messages_app.models import Workspace
 from search_app.limits import MAX_QUERY_TERMS
 from search_app.models import SEARCH_CONFIG
@@ -186,7 +187,7 @@ _LEXEMES = """
     ) AS found ON true
 """
 _WORKSPACE_LANGUAGE = _LEXEMES.format(
-    language=f"COALESCE((SELECT language FROM {Workspace._meta.db_table} "
+    language=f"COALESCE((SELECT language FROM {table(Workspace)} "
     "WHERE id = %(workspace)s), %(config)s)"
 )
 _GIVEN_LANGUAGE = _LEXEMES.format(language="%(config)s::text")

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from formation.bulk_insert import insert_rows
 from formation.errors import InvalidArguments, NotFound
+from formation.sql import table
 from messages_app.lifecycle import erasure, holds
 from messages_app.limits import (
     MAX_BULK_CHARS,
@@ -138,7 +139,7 @@ def seqs_reserve(
     in_workspace = "c.workspace_id = %s AND " if workspace_id else ""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {Conversation._meta.db_table} AS c "
+            f"UPDATE {table(Conversation)} AS c "
             "SET last_seq = c.last_seq + d.added, "
             "live_message_count = c.live_message_count + d.live "
             "FROM unnest(%s::uuid[], %s::bigint[], %s::bigint[]) AS d(id, added, live) "
@@ -232,7 +233,7 @@ def _insert_messages(messages: Sequence[Message]) -> None:
     any INSERT.
     """
     insert_rows(
-        Message._meta.db_table,
+        table(Message),
         _INSERTED,
         [[getattr(message, column) for column, _ in _INSERTED] for message in messages],
     )
