@@ -80,7 +80,7 @@ class RpcRefusal(Exception):
 
 
 @dataclass(frozen=True)
-class Checked:
+class CheckedMessage:
     """One JSON-RPC message that passed ``check_message``, and the bytes the SDK will read."""
 
     message: dict[str, Any]
@@ -151,7 +151,7 @@ def parse_message(raw: bytes) -> Any:
 
 
 @dataclass(frozen=True)
-class Served:
+class ServedTools:
     """What a server answers: each request method with the SDK model its params must fit, and
     the names of its tools."""
 
@@ -159,7 +159,7 @@ class Served:
     tool_names: frozenset[str]
 
     @classmethod
-    def by(cls, server: Server[Any], tool_names: Iterable[str]) -> Served:
+    def by(cls, server: Server[Any], tool_names: Iterable[str]) -> ServedTools:
         models: dict[str, type[BaseModel]] = {"initialize": types.InitializeRequestParams}
         for method in SPEC_CLIENT_METHODS:
             entry = server.get_request_handler(method)
@@ -168,7 +168,7 @@ class Served:
         return cls(params_models=models, tool_names=frozenset(tool_names))
 
 
-def check_message(data: Any, served: Served) -> Checked:
+def check_message(data: Any, served: ServedTools) -> CheckedMessage:
     """One JSON-RPC 2.0 request or notification; a request must be for a method ``served``
     answers, with params its model accepts. Raises ``RpcRefusal``."""
     if isinstance(data, list):
@@ -208,11 +208,11 @@ def check_message(data: Any, served: Served) -> Checked:
             "The body holds an escaped lone surrogate (\\ud800 to \\udfff), which is not text.",
             request_id,
         ) from None
-    return Checked(data, encoded)
+    return CheckedMessage(data, encoded)
 
 
 def _check_params(
-    method: str, params: dict[str, Any], served: Served, request_id: types.RequestId | None
+    method: str, params: dict[str, Any], served: ServedTools, request_id: types.RequestId | None
 ) -> None:
     if method not in served.params_models:
         raise RpcRefusal(types.METHOD_NOT_FOUND, "Method not found.", request_id)

@@ -65,7 +65,7 @@ from formation.mcp_envelope import (
     UNKNOWN_TOOL,
     ErrorScrubber,
     RpcRefusal,
-    Served,
+    ServedTools,
     check_media_types,
     check_message,
     parse_message,
@@ -290,7 +290,7 @@ class McpHttpApp:
 
     def __init__(self) -> None:
         self.server = build_server()
-        self.served = Served.by(self.server, TOOLS_BY_NAME)
+        self.served = ServedTools.by(self.server, TOOLS_BY_NAME)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
