@@ -112,8 +112,8 @@ from messages_app.services import (  # noqa: E402
 )
 from search_app.history.results import HistoryFilters  # noqa: E402
 from search_app.history.statement import hits_statement  # noqa: E402
+from search_app.query.parse import parse_query  # noqa: E402
 from search_app.scope import Perspective  # noqa: E402
-from search_app.text import parse_query  # noqa: E402
 from synthetic.corpus import (  # noqa: E402
     BUSY_AGENT_NAME,
     DEFAULT_WORKERS,

@@ -45,9 +45,9 @@ from messages_app.services import (  # noqa: E402
 from search_app import services as search_services  # noqa: E402
 from search_app.history.results import HistoryFilters  # noqa: E402
 from search_app.history.statement import hits_statement  # noqa: E402
+from search_app.query.parse import parse_query  # noqa: E402
 from search_app.runs.services import run_create  # noqa: E402
 from search_app.scope import run_scope  # noqa: E402
-from search_app.text import parse_query  # noqa: E402
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 CASES = {

@@ -33,9 +33,9 @@ from messages_app.models import Conversation, Message  # noqa: E402
 from search_app import services  # noqa: E402
 from search_app.history.results import HistoryFilters  # noqa: E402
 from search_app.history.statement import hits_statement  # noqa: E402
+from search_app.query.parse import parse_query  # noqa: E402
 from search_app.runs.services import run_create  # noqa: E402
 from search_app.scope import Perspective  # noqa: E402
-from search_app.text import parse_query  # noqa: E402
 
 AGENT = uuid.UUID("00000000-0000-0000-0000-0000000000ab")
 # Conversation numbers of the corpus: 5 is public, 1 private, 3 direct (person 4's).

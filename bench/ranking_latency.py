@@ -46,9 +46,9 @@ from messages_app.models import (  # noqa: E402
 )
 from search_app.history import statement  # noqa: E402
 from search_app.history.results import HistoryFilters  # noqa: E402
+from search_app.query.parse import parse_query  # noqa: E402
 from search_app.runs.services import run_create  # noqa: E402
 from search_app.scope import run_scope  # noqa: E402
-from search_app.text import parse_query  # noqa: E402
 from synthetic.corpus import BUSY_AGENT_NAME, corpus_vocabulary, workspace_slug  # noqa: E402
 
 # The bands of bench/benchmark.py: ranks in the corpus vocabulary.

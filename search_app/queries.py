@@ -17,8 +17,8 @@ from search_app.perspective import (
     memory_exclusion_reason,
     scope_ctes,
 )
+from search_app.query.parse import TermQuery
 from search_app.scope import Perspective
-from search_app.text import TermQuery
 
 
 def delivery_blockers(perspective: Perspective, *, run_id) -> dict[str, int]:

@@ -33,11 +33,12 @@ from search_app.history.results import HistoryFilters, HistorySearch, Hit
 from search_app.limits import EVIDENCE_BUDGET, Budget
 from search_app.models import AgentMemory, MemoryLineage, MemoryRoom, RunMemory
 from search_app.queries import memory_hits
+from search_app.query.highlights import highlights
+from search_app.query.parse import parse_query
 from search_app.runs.selectors import run_sources
 from search_app.runs.services import run_evidence_record, run_lock
 from search_app.scope import Perspective
 from search_app.serializers import ranking
-from search_app.text import highlights, parse_query
 
 SEARCH_TOOL = "search_history"
 

@@ -24,7 +24,7 @@ from search_app.history.matches import filter_conditions, speakers_cte
 from search_app.history.results import HistoryFilters
 from search_app.models import MessageSearchDocument
 from search_app.perspective import eligible_condition
-from search_app.text import TermQuery
+from search_app.query.parse import TermQuery
 
 NEIGHBOURS_EACH_SIDE = 2
 # A context window reaches twice as far as a message's neighbours: the neighbours of the

@@ -16,7 +16,7 @@ from search_app.history import ranking
 from search_app.history.results import HistoryFilters
 from search_app.models import MessageSearchDocument
 from search_app.perspective import exclusion_reason, observed_join
-from search_app.text import TermQuery
+from search_app.query.parse import TermQuery
 
 # At most this many of a search's matches are classified for the audit's exclusion counts.
 EXCLUSION_SCAN = 2_000

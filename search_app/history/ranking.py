@@ -41,7 +41,7 @@ from typing import Any
 
 from formation.sql import table
 from search_app.models import MessageSearchDocument
-from search_app.text import Term, TermQuery
+from search_app.query.parse import Term, TermQuery
 
 WEIGHTS = {
     "text": 0.37,

@@ -11,8 +11,8 @@ from search_app.history import ranking
 from search_app.history.matches import MORE_MATCHES
 from search_app.history.results import HistoryFilters, HistoryResult, Hit
 from search_app.history.statement import hits_statement
+from search_app.query.parse import TermQuery
 from search_app.scope import Perspective
-from search_app.text import TermQuery
 
 
 def history_read(

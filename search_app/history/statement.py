@@ -16,8 +16,9 @@ from formation.sql import merge_params
 from search_app.history import context, matches, page, ranking
 from search_app.history.results import HistoryFilters
 from search_app.perspective import scope_ctes
+from search_app.query.highlights import highlight_markers
+from search_app.query.parse import TermQuery
 from search_app.scope import Perspective
-from search_app.text import TermQuery, highlight_markers
 
 # Rows ranked beyond the page, so a row the final recheck drops (a projection that drifted)
 # does not leave the page short.

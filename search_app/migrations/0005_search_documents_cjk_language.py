@@ -20,7 +20,7 @@ from django.db import migrations, models
 # number marks, Hiragana, Katakana (without the middle dot, which separates words), Hangul
 # compatibility Jamo, Katakana extensions, CJK Unified Ideographs and Extension A, Hangul
 # syllables and Jamo extensions, CJK compatibility ideographs, half-width Katakana and Hangul,
-# the Kana supplements, and the supplementary ideographic planes. search_app/text.py holds the
+# the Kana supplements, and the supplementary ideographic planes. search_app/query/cjk.py holds the
 # same ranges (CJK_RANGES; a test compares them code point by code point).
 CJK_CLASS = (
     r"[\u1100-\u11ff\u2e80-\u2fdf\u3005-\u3007\u3021-\u3029\u3031-\u3035\u303b-\u303c"

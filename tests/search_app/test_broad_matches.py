@@ -19,7 +19,7 @@ from django.db import connection
 from search_app import scope as run_scopes
 from search_app.history.results import HistoryFilters
 from search_app.history.statement import hits_statement
-from search_app.text import parse_query
+from search_app.query.parse import parse_query
 from tests import factories
 from tests.factories import at
 

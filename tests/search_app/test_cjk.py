@@ -18,7 +18,8 @@ from django.db import connection
 
 from formation.errors import InvalidArguments
 from messages_app import selectors, services
-from search_app.text import CJK_RUN, masked, parse_query
+from search_app.query.cjk import CJK_RUN, masked
+from search_app.query.parse import parse_query
 from tests import factories
 from tests.factories import at
 

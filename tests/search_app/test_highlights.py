@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from messages_app import services
 from search_app.models import SEARCH_CONFIG
-from search_app.text import parse_query
+from search_app.query.parse import parse_query
 from tests import factories
 
 pytestmark = pytest.mark.django_db

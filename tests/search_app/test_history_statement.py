@@ -12,8 +12,8 @@ from formation.sql import named_rows
 from search_app.history import page
 from search_app.history.results import HistoryFilters
 from search_app.history.statement import hits_statement
+from search_app.query.parse import parse_query
 from search_app.scope import Perspective
-from search_app.text import parse_query
 from tests import factories
 
 pytestmark = pytest.mark.django_db

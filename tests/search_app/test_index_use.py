@@ -18,9 +18,9 @@ from django.utils import timezone
 from messages_app import selectors, services
 from search_app.history.read import ranked_hits
 from search_app.history.results import HistoryFilters
+from search_app.query.parse import parse_query
 from search_app.runs.services import run_create
 from search_app.scope import Perspective
-from search_app.text import parse_query
 
 pytestmark = pytest.mark.django_db
 

@@ -19,7 +19,7 @@ from django.urls import reverse
 from formation.errors import InvalidArguments
 from messages_app import services
 from messages_app.models import Workspace
-from search_app.text import parse_query
+from search_app.query.parse import parse_query
 from tests import factories
 from tests.factories import at
 

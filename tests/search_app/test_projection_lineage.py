@@ -40,8 +40,8 @@ from messages_app.services import MessageDraft
 from search_app.history.results import HistoryFilters
 from search_app.history.statement import hits_statement
 from search_app.models import MemoryLineage, MemoryRoom, MessageSearchDocument, RunMemory
+from search_app.query.parse import parse_query
 from search_app.scope import Perspective
-from search_app.text import parse_query
 from tests.factories import (
     at,
     hit_ids,

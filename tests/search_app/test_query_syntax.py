@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from formation.errors import InvalidArguments
-from search_app.text import parse_query
+from search_app.query.parse import parse_query
 from tests import factories
 from tests.factories import at
 

@@ -20,7 +20,7 @@ import pytest
 from formation.errors import InvalidArguments
 from messages_app import services
 from messages_app.models import Account, Agent, Conversation, Message, Workspace
-from search_app.text import parse_query
+from search_app.query.parse import parse_query
 from tests import factories
 from tests.factories import at
 

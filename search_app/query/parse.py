@@ -1,23 +1,5 @@
-"""Turning any user text into a safe OR query, and finding matched words for highlighting.
-
-The query syntax (SPEC §6), and nothing else:
-
-- words are alternatives (OR): each word the configuration keeps (stop words and punctuation
-  are dropped) is one term;
-- a double-quoted group is one term, its words adjacent and in order (``"release train"``); a
-  quote without a partner is an ordinary character;
-- a word of at least ``MIN_PREFIX`` letters or digits followed by ``*`` matches by prefix
-  (``releas*``), inside a group too;
-- a run of Han, kana or Hangul characters (scripts written without spaces) is one term that
-  matches that text anywhere inside a sentence, through the character bigrams its documents
-  carry: ``移行`` finds "来週のデータベース移行について".
-
-Raw user text never reaches ``to_tsquery``: PostgreSQL itself splits and normalises every part
-with ``formation_search_document``, the function the documents are built with (the workspace's
-configuration, bigrams for CJK), and we assemble the lexemes into a ``tsquery`` literal with
-every lexeme quoted, so nothing the user types acts as an operator. ``plainto_tsquery`` and
-``websearch_to_tsquery`` would AND the words; SPEC §6 makes them alternatives.
-"""
+"""User text into a ``TermQuery``: terms PostgreSQL normalised, quoted so that nothing the
+user typed acts as an operator (the syntax is in ``search_app/query/__init__.py``)."""
 
 from __future__ import annotations
 
@@ -32,43 +14,12 @@ from formation.sql import table
 from messages_app.models import Workspace
 from search_app.limits import MAX_QUERY_TERMS
 from search_app.models import SEARCH_CONFIG
+from search_app.query.cjk import is_cjk
 
 MIN_PREFIX = 2
 
-# The characters documents index as bigrams (search_app migration 0005, formation_cjk_class;
-# tests/search_app/test_cjk.py holds the two to the same code points).
-CJK_RANGES = (
-    (0x1100, 0x11FF),
-    (0x2E80, 0x2FDF),
-    (0x3005, 0x3007),
-    (0x3021, 0x3029),
-    (0x3031, 0x3035),
-    (0x303B, 0x303C),
-    (0x3041, 0x309F),
-    (0x30A1, 0x30FA),
-    (0x30FC, 0x30FF),
-    (0x3131, 0x318E),
-    (0x31F0, 0x31FF),
-    (0x3400, 0x4DBF),
-    (0x4E00, 0x9FFF),
-    (0xA960, 0xA97F),
-    (0xAC00, 0xD7FF),
-    (0xF900, 0xFAFF),
-    (0xFF66, 0xFF9F),
-    (0xFFA0, 0xFFDC),
-    (0x1B000, 0x1B16F),
-    (0x20000, 0x3FFFF),
-)
-_CJK_CLASS = "".join(f"{re.escape(chr(low))}-{re.escape(chr(high))}" for low, high in CJK_RANGES)
-CJK_RUN = re.compile(f"[{_CJK_CLASS}]+")
-_CJK_CHARACTER = re.compile(f"[{_CJK_CLASS}]")
 # A word ending in ``*``: letters or digits right before the star, not glued to more of them.
 _PREFIX_WORD = re.compile(rf"(?<![^\W_])([^\W_]{{{MIN_PREFIX},}})\*(?![^\W_])")
-
-# Private-use characters that mark matches in ts_headline's output; never shown to anyone.
-# There are more of them (137,468) than a message may hold characters, so a free pair always
-# exists.
-_MARKER_RANGES = (range(0xE000, 0xF900), range(0xF0000, 0xFFFFE), range(0x100000, 0x10FFFE))
 
 
 @dataclass(frozen=True)
@@ -115,18 +66,6 @@ def quote_lexeme(lexeme: str) -> str:
     """A lexeme as a quoted ``tsquery`` operand: nothing inside can act as an operator."""
     escaped = lexeme.replace("\\", "\\\\").replace("'", "''")
     return f"'{escaped}'"
-
-
-def is_cjk(text: str) -> bool:
-    return bool(text) and CJK_RUN.fullmatch(text) is not None
-
-
-def masked(text: str) -> str:
-    """``text`` with its CJK characters blanked one for one (``formation_search_masked``)."""
-    return _CJK_CHARACTER.sub(" ", text)
-
-
-# --- the pieces of a query -------------------------------------------------------------------
 
 
 @dataclass
@@ -317,132 +256,3 @@ def parse_query(text: str, *, workspace_id=None, config: str = SEARCH_CONFIG) ->
 
 
 # --- highlights ------------------------------------------------------------------------------
-
-# The markers the hits statement asks ts_headline for: private-use characters that real text
-# almost never holds; a text that does is highlighted again with markers it lacks.
-DEFAULT_MARKERS = ("\ue000", "\ue001")
-
-
-def highlight_markers() -> tuple[str, str]:
-    """The start and stop markers of highlights computed inside a search statement."""
-    return DEFAULT_MARKERS
-
-
-def _markers(text: str) -> tuple[str, str]:
-    """Two private-use characters that do not occur in ``text``."""
-    used = set(text)
-    free = (chr(code) for codes in _MARKER_RANGES for code in codes if chr(code) not in used)
-    return next(free), next(free)
-
-
-def highlights(
-    texts: list[str], query: TermQuery, marked: list[str | None] | None = None
-) -> list[list[list[int]]]:
-    """For each text, ``[start, length]`` of every word that matched the query.
-
-    PostgreSQL decides what matched (``ts_headline`` with the search configuration, so stemming,
-    accents and compound words agree with the search itself); offsets count Unicode code points.
-    ``marked`` is ``ts_headline``'s output with ``highlight_markers()`` for the text with its
-    CJK characters blanked (``masked``), where the caller's statement computed it already; only
-    a text holding a marker itself (or with no output) is sent to PostgreSQL again, with
-    markers it lacks. CJK text is found here: a CJK term matches its text wherever a run of
-    CJK characters holds it, which is what its bigrams test.
-    """
-    marked = marked or [None] * len(texts)
-    start, stop = DEFAULT_MARKERS
-    spans: list[list[list[int]] | None] = [
-        _offsets(masked(text), output, start, stop)
-        if output is not None and start not in text and stop not in text
-        else None
-        for text, output in zip(texts, marked, strict=True)
-    ]
-    again = [i for i, span in enumerate(spans) if span is None]
-    for i, span in zip(
-        again, _highlight_in_database([texts[i] for i in again], query), strict=True
-    ):
-        spans[i] = span
-    return [
-        _merged([*span, *_cjk_spans(text, query.cjk)])
-        for text, span in zip(texts, spans, strict=True)
-    ]
-
-
-def _cjk_spans(text: str, wanted: tuple[str, ...]) -> list[list[int]]:
-    """Where the query's CJK texts occur in ``text``: a single character only as a run of its
-    own (as the document indexes it), a longer text anywhere inside a run, left to right."""
-    spans: list[list[int]] = []
-    if not wanted:
-        return spans
-    for run in CJK_RUN.finditer(text):
-        for target in wanted:
-            if len(target) == 1:
-                if run.group() == target:
-                    spans.append([run.start(), 1])
-                continue
-            found = run.group().find(target)
-            while found >= 0:
-                spans.append([run.start() + found, len(target)])
-                found = run.group().find(target, found + len(target))
-    return spans
-
-
-def _merged(spans: list[list[int]]) -> list[list[int]]:
-    """Spans in text order, overlapping ones joined into one."""
-    result: list[list[int]] = []
-    for start, length in sorted(spans):
-        if result and start < result[-1][0] + result[-1][1]:
-            last = result[-1]
-            last[1] = max(last[1], start + length - last[0])
-        else:
-            result.append([start, length])
-    return result
-
-
-def _highlight_in_database(texts: list[str], query: TermQuery) -> list[list[list[int]]]:
-    if not texts:
-        return []
-    markers = [_markers(text) for text in texts]
-    options = [f"HighlightAll=true, StartSel={start}, StopSel={stop}" for start, stop in markers]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT ts_headline(%s::regconfig, formation_search_masked(body), %s::tsquery, "
-            "options) "
-            "FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS t(body, options, position) "
-            "ORDER BY position",
-            [query.config, query.tsquery, texts, options],
-        )
-        outputs = [row[0] for row in cursor.fetchall()]
-    return [
-        _offsets(masked(text), output, start, stop)
-        for text, output, (start, stop) in zip(texts, outputs, markers, strict=True)
-    ]
-
-
-def _offsets(original: str, marked: str, start: str, stop: str) -> list[list[int]]:
-    """Map the marked words of ``ts_headline``'s output back onto the original text.
-
-    The output is the original with markers added, except that words too long to index
-    (over 2,047 bytes) are left out. So plain stretches are matched character by character
-    (leftmost), and each marked word is found whole from there on.
-    """
-    spans: list[list[int]] = []
-    position = 0
-    word: list[str] | None = None
-    for char in marked:
-        if char == start:
-            word = []
-        elif char == stop and word is not None:
-            found = original.find("".join(word), position)
-            if found < 0:
-                break
-            spans.append([found, len(word)])
-            position = found + len(word)
-            word = None
-        elif word is not None:
-            word.append(char)
-        else:
-            found = original.find(char, position)
-            if found < 0:
-                break
-            position = found + 1
-    return spans
