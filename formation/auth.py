@@ -25,7 +25,7 @@ from django.utils.module_loading import import_string
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
 
-from formation.db_timeouts import on_a_live_connection
+from formation.db_retries import on_a_live_connection
 from formation.errors import Forbidden, Unauthenticated
 from formation.limits import MAX_TOKEN_LENGTH
 

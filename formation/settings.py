@@ -133,7 +133,7 @@ CONN_MAX_AGE = 0 if DATABASE_POOL else env_int("CONN_MAX_AGE", 60)
 # Without the pool, Django checks a reused connection once per request. With it, no check: it
 # would be a round trip on every request. A connection the server dropped (a restart) fails
 # the request's first statement, the token look-up, which then runs again on a fresh one
-# (formation/db_timeouts.py, ``on_a_live_connection``).
+# (formation/db_retries.py, ``on_a_live_connection``).
 CONN_HEALTH_CHECKS = not DATABASE_POOL
 
 if os.environ.get("DATABASE_URL"):

@@ -48,7 +48,7 @@ from rest_framework.views import APIView
 
 from formation import metrics, tracing
 from formation.auth import BearerTokenAuthentication, Caller
-from formation.db_timeouts import retrying_conflicts
+from formation.db_retries import retrying_conflicts
 from formation.errors import ApiError, Unauthenticated, error_code
 from formation.fields import Timestamp
 

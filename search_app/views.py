@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from formation.auth import IsRunToken, IsServiceOrRunToken
-from formation.db_timeouts import retrying_conflicts
+from formation.db_retries import retrying_conflicts
 from formation.errors import AuditUnavailable, NotFound, RateLimited, Unavailable
 from formation.fields import check_query_keys, query_params
 from formation.openapi import (

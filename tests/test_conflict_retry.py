@@ -1,10 +1,10 @@
 """A transaction PostgreSQL rolled back to break a deadlock runs again, whole, and only when
-nothing outside it could have kept part of it (formation.db_timeouts.retrying_conflicts)."""
+nothing outside it could have kept part of it (formation.db_retries.retrying_conflicts)."""
 
 import pytest
 from django.db import OperationalError, connection, transaction
 
-from formation.db_timeouts import CONFLICT_ATTEMPTS, retrying_conflicts
+from formation.db_retries import CONFLICT_ATTEMPTS, retrying_conflicts
 from messages_app.models import Workspace
 
 pytestmark = pytest.mark.django_db(transaction=True)
