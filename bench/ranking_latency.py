@@ -62,22 +62,35 @@ def git(*args: str) -> str:
     ).stdout
 
 
+# Before search_app/history/ (issue 26), the hits statement lived in search_app/queries.py
+# beside the perspective and the query parser it imports; they are copied with it.
+FLAT_LAYOUT = ("queries", "perspective", "text")
+
+
 def module_at(ref: str):
     """The module with ``hits_statement`` as commit ``ref`` wrote it, imported beside today's:
     its ``search_app/history`` package, copied as ``history_before`` with its imports of its
-    own modules pointed at the copy (or, before that package, its ``search_app/queries.py``)."""
+    own modules pointed at the copy (or, before that package, its ``search_app/queries.py``
+    with the perspective and parser modules of that commit, copied as ``search_before``)."""
     copy = Path(tempfile.mkdtemp())
     names = git("ls-tree", "--name-only", ref, "search_app/history/").split()
-    if not names:
-        (copy / "queries_before.py").write_text(git("show", f"{ref}:search_app/queries.py"))
-        sys.path.insert(0, str(copy))
-        return importlib.import_module("queries_before")
-    (copy / "history_before").mkdir()
+    if names:
+        package, renamed = "history_before", {"search_app.history": "history_before"}
+    else:
+        names = [f"search_app/{name}.py" for name in FLAT_LAYOUT]
+        package = "search_before"
+        renamed = {f"search_app.{name}": f"search_before.{name}" for name in FLAT_LAYOUT}
+    (copy / package).mkdir()
+    (copy / package / "__init__.py").write_text("")
     for name in names:
-        source = git("show", f"{ref}:{name}").replace("search_app.history", "history_before")
-        (copy / "history_before" / Path(name).name).write_text(source)
+        source = git("show", f"{ref}:{name}")
+        for module, copied in renamed.items():
+            source = source.replace(module, copied)
+        (copy / package / Path(name).name).write_text(source)
     sys.path.insert(0, str(copy))
-    return importlib.import_module("history_before.statement")
+    return importlib.import_module(
+        f"{package}.{'statement' if names[0].startswith('search_app/history') else 'queries'}"
+    )
 
 
 def scene(seed: int):

@@ -1,13 +1,12 @@
-"""The errors only the messages' lifecycle raises, each with the shape of its ``details`` and
-the answer the OpenAPI document describes for it (``formation.errors`` holds the shared ones
-and renders them all)."""
+"""The errors only the messages' lifecycle raises, each with the shape of its ``details``
+(``formation.errors`` holds the shared ones and renders them all; ``messages_app/schema.py``
+the answers the OpenAPI document describes for them)."""
 
 from __future__ import annotations
 
 from rest_framework import serializers
 
 from formation.errors import ApiError
-from formation.openapi import error_response
 from formation.shapes import Shape
 
 
@@ -26,11 +25,3 @@ class LegalHoldActive(ApiError):
 
     def __init__(self, hold_id: object) -> None:
         super().__init__(details=LegalHoldDetails.render(holdId=str(hold_id)))
-
-
-# The 409 answer every endpoint that a legal hold can refuse documents.
-LEGAL_HOLD = error_response(
-    "LegalHoldError",
-    [LegalHoldActive],
-    "a legal hold covers the messages this would erase or edit; nothing was changed.",
-)

@@ -29,7 +29,7 @@ from formation.openapi import (
 from formation.tools import ToolView
 from formation.viewsets import validated
 from messages_app import selectors, services, tools
-from messages_app.errors import LEGAL_HOLD
+from messages_app.schema import LEGAL_HOLD
 from messages_app.serializers import (
     MessageEditSerializer,
     MessagePage,

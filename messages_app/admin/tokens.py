@@ -1,5 +1,5 @@
-"""API tokens: made by ``manage.py create_token``, and only ever revoked here, through the same
-service as the API (``services.tokens_revoke``)."""
+"""API tokens: made by ``manage.py create_token``, and revoked only here, through the one
+revocation service (``services.tokens_revoke``)."""
 
 from __future__ import annotations
 

@@ -29,7 +29,6 @@ from formation.fields import check_query_keys
 from formation.openapi import answers, error_response, filter_parameters, id_in_path
 from formation.tenancy import get_or_not_found
 from formation.viewsets import ListPageQuery, ServiceViewSet, validated
-from messages_app.errors import LEGAL_HOLD
 from messages_app.filters import LegalHoldFilter
 from messages_app.lifecycle.erasure import account_erase
 from messages_app.lifecycle.exports import export_start
@@ -53,6 +52,7 @@ from messages_app.lifecycle.shapes import (
     json_lines,
 )
 from messages_app.models import Account, Conversation, LegalHold
+from messages_app.schema import LEGAL_HOLD
 from messages_app.serializers import MessageSummarySerializer
 
 TAG = "Data lifecycle (service token)"

@@ -27,7 +27,6 @@ from messages_app.models.runs import Run, RunEvidence, ToolScope
 from messages_app.models.tokens import ApiToken, TokenKind
 from messages_app.models.workspaces import (
     DEFAULT_LANGUAGE,
-    MAX_RETENTION_DAYS,
     Account,
     Agent,
     IdentityLink,
@@ -37,7 +36,6 @@ from messages_app.models.workspaces import (
 
 __all__ = [
     "DEFAULT_LANGUAGE",
-    "MAX_RETENTION_DAYS",
     "Account",
     "Agent",
     "ApiToken",

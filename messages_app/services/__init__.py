@@ -14,7 +14,6 @@ from messages_app.services.conversations import (
     membership_leave,
 )
 from messages_app.services.messages import (
-    DraftError,
     MessageDraft,
     check_bulk_size,
     lineage_sources,
@@ -39,7 +38,6 @@ from messages_app.services.workspaces import (
 )
 
 __all__ = [
-    "DraftError",
     "MessageDraft",
     "account_create",
     "agent_create",

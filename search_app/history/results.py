@@ -30,7 +30,7 @@ class Hit:
     conversation_title: str = ""
     conversation_kind: str = ""
     speaker_name: str = ""
-    # ts_headline's output for the text, marked with ``text.highlight_markers()``.
+    # ts_headline's output for the text, marked with ``query.highlights.highlight_markers()``.
     marked: str | None = None
     before: list[MessageRow] = field(default_factory=list)
     after: list[MessageRow] = field(default_factory=list)

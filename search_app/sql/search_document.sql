@@ -9,7 +9,7 @@
 -- to_tsvector(config, text).
 
 
--- The characters indexed as bigrams. search_app/text.py holds the same ranges (CJK_RANGES;
+-- The characters indexed as bigrams. search_app/query/cjk.py holds the same ranges (CJK_RANGES;
 -- tests/search_app/test_cjk.py compares them code point by code point).
 CREATE OR REPLACE FUNCTION formation_cjk_class() RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT '[\u1100-\u11ff\u2e80-\u2fdf\u3005-\u3007\u3021-\u3029\u3031-\u3035\u303b-\u303c\u3041-\u309f\u30a1-\u30fa\u30fc-\u30ff\u3131-\u318e\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff66-\uff9f\uffa0-\uffdc\U0001b000-\U0001b16f\U00020000-\U0003ffff]'::text $$;
