@@ -13,4 +13,7 @@ Its modules follow the statement's plan, one builder function per CTE:
 - ``statement``: ``hits_statement``, which composes them and binds their parameters;
 - ``read``: ``history_read``, which runs it and reads its rows back by column name;
 - ``results``: the filters a search takes and the hits it answers.
+
+The statement is built on every call; a builder that takes no argument depends only on the
+models' table names, so it is built once (``functools.cache``) and the call assembles the rest.
 """

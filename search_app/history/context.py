@@ -17,6 +17,8 @@ the hits, not their context.
 
 from __future__ import annotations
 
+from functools import cache
+
 from formation.sql import literals, table
 from messages_app.models import Message
 from search_app.history import ranking
@@ -50,6 +52,10 @@ def context_params() -> dict[str, object]:
     return {"r_pool": CONTEXT_POOL}
 
 
+# Rendered once: the statement is built on every call, and the sides never change.
+_SIDES = {side: literals([side]) for side in ("before", "after")}
+
+
 def nearest(side: str, anchor: str, count: int) -> str:
     """The ``count`` eligible messages nearest message ``anchor`` on one side, nearest first.
 
@@ -61,7 +67,7 @@ def nearest(side: str, anchor: str, count: int) -> str:
     row, like the hits'.
     """
     before = side == "before"
-    return f"""(SELECT m.*, {literals([side])} AS side FROM (
+    return f"""(SELECT m.*, {_SIDES[side]} AS side FROM (
                  SELECT * FROM {table(Message)} AS nearest
                  WHERE nearest.workspace_id = %(p_workspace)s
                    AND nearest.conversation_id = {anchor}.conversation_id
@@ -72,6 +78,7 @@ def nearest(side: str, anchor: str, count: int) -> str:
              ORDER BY m.seq {"DESC" if before else ""} LIMIT {count})"""
 
 
+@cache
 def pool_cte() -> str:
     """The ``CONTEXT_POOL`` best eligible matches by their own score, checked on their
     canonical rows: the messages whose surroundings are read."""
@@ -84,6 +91,7 @@ def pool_cte() -> str:
     )"""
 
 
+@cache
 def windows_cte() -> str:
     """Each pool match (``position`` 0) and the ``WINDOW_EACH_SIDE`` eligible messages each
     side of it, numbered by their place (negative: before it)."""
@@ -121,6 +129,7 @@ def window_words_cte(query: TermQuery) -> str:
     )"""
 
 
+@cache
 def receivers_cte() -> str:
     """The messages up to ``NEIGHBOURS_EACH_SIDE`` from a pool match, each with the context
     its neighbours' wording gives it (the best one, if it is in several windows)."""

@@ -10,6 +10,8 @@ holds a row per match, or an aggregate of them, is ``MATERIALIZED`` (``statement
 
 from __future__ import annotations
 
+from functools import cache
+
 from formation.sql import literals, table
 from messages_app.models import Account, Agent, Membership, Message
 from search_app.history import ranking
@@ -51,6 +53,7 @@ def exclusion_params() -> dict[str, object]:
     return {"x_scan": EXCLUSION_SCAN}
 
 
+@cache
 def requester_rooms_cte() -> str:
     """The conversations the requester is a current member of (the ``participation`` signal)."""
     return f"""requester_rooms AS MATERIALIZED (
@@ -93,12 +96,16 @@ def matches_cte(query: TermQuery, filters: HistoryFilters) -> str:
     )"""
 
 
+# Rendered once: the statement is built on every call, and these never change.
+_REASONS, _MORE = literals(CONVERSATION_REASONS), literals([MORE_MATCHES])
+
+
+@cache
 def excluded_cte() -> str:
     """The first ``EXCLUSION_SCAN`` matches by reason, a drifted projection row told by its
     canonical message (``deleted``), and whether more existed."""
-    reasons, more = literals(CONVERSATION_REASONS), literals([MORE_MATCHES])
     return f"""excluded AS (
-        SELECT CASE WHEN x.reason IN ({reasons}) THEN x.reason
+        SELECT CASE WHEN x.reason IN ({_REASONS}) THEN x.reason
                     WHEN NOT EXISTS (SELECT 1 FROM {table(Message)} AS live
                                      WHERE live.workspace_id = %(p_workspace)s
                                        AND live.id = x.id AND live.deleted_at IS NULL)
@@ -106,7 +113,7 @@ def excluded_cte() -> str:
                     ELSE x.reason END AS reason
         FROM (SELECT * FROM matches LIMIT %(x_scan)s) AS x
         UNION ALL
-        SELECT {more} FROM (SELECT 1 FROM matches OFFSET %(x_scan)s LIMIT 1) AS more
+        SELECT {_MORE} FROM (SELECT 1 FROM matches OFFSET %(x_scan)s LIMIT 1) AS more
     )"""
 
 

@@ -14,6 +14,8 @@ and leaves the others NULL.
 
 from __future__ import annotations
 
+from functools import cache
+
 from formation.sql import table
 from messages_app.models import Account, Agent, Conversation, Message, RunEvidence
 from messages_app.selectors import SUMMARY_COLUMNS, summary_columns
@@ -40,6 +42,7 @@ ANSWER_COLUMNS = (
 SPEAKER_NAME = "COALESCE(account.display_name, agent.name)"
 
 
+@cache
 def leaders_cte() -> str:
     """The ``fetch`` best candidates on everything but closeness, with their gap."""
     return f"""leaders AS MATERIALIZED (
@@ -49,6 +52,7 @@ def leaders_cte() -> str:
     )"""
 
 
+@cache
 def floor_cte() -> str:
     """The worst whole score among a full set of leaders (else no floor at all)."""
     return f"""floor AS (
@@ -58,6 +62,7 @@ def floor_cte() -> str:
     )"""
 
 
+@cache
 def contenders_cte() -> str:
     """The leaders, and every other candidate that closeness could still lift over the floor,
     with its gap."""
@@ -71,6 +76,7 @@ def contenders_cte() -> str:
     )"""
 
 
+@cache
 def ranked_cte() -> str:
     """The ``fetch`` best contenders by their whole score."""
     return f"""ranked AS (
@@ -82,6 +88,7 @@ def ranked_cte() -> str:
     )"""
 
 
+@cache
 def page_cte() -> str:
     """The ``limit`` best ranked messages that pass every rule on their canonical rows, with
     their summary (references only where the run may receive them), ranking values,
@@ -109,6 +116,7 @@ def page_cte() -> str:
     )"""
 
 
+@cache
 def nearby_cte() -> str:
     """Each hit's ``NEIGHBOURS_EACH_SIDE`` eligible neighbours each side, by its position."""
     columns = summary_columns("nearby", receivable_reference, named=True)
@@ -135,6 +143,7 @@ def _select(values: dict[str, str]) -> str:
     return ", ".join(values.get(column, "NULL") for column in ANSWER_COLUMNS)
 
 
+@cache
 def answer() -> str:
     """The statement's one result set: the hits, their neighbours and the exclusion counts,
     each row tagged by ``kind``. The first branch names the columns (``ANSWER_COLUMNS``)."""
