@@ -284,7 +284,7 @@ REST_FRAMEWORK = {
     "DEFAULT_METADATA_CLASS": None,
     # ?format= is an unknown parameter like any other, not DRF's renderer switch.
     "URL_FORMAT_OVERRIDE": None,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "formation.schema_names.ComponentNames",
 }
 
 # Turns a token's digest into the ``formation.auth.Caller`` it authenticates: the token table is

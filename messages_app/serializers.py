@@ -34,35 +34,35 @@ from messages_app.models import ConversationKind, MessageRole, MessageStatus
 from messages_app.services import MessageDraft, check_bulk_size
 
 
-class AccountCreateSerializer(StrictSerializer):
+class AccountCreateInput(StrictSerializer):
     displayName = Text(max_length=MAX_NAME_CHARS, allow_blank=False)
     externalId = Text(max_length=MAX_NAME_CHARS, required=False, allow_null=True)
 
 
-class AccountSerializer(Shape):
+class AccountShape(Shape):
     id = serializers.UUIDField()
     displayName = serializers.CharField(source="display_name")
     externalId = serializers.CharField(source="external_id", allow_null=True)
     createdAt = serializers.DateTimeField(source="created_at")
 
 
-class AgentCreateSerializer(StrictSerializer):
+class AgentCreateInput(StrictSerializer):
     name = Text(max_length=MAX_NAME_CHARS, allow_blank=False)
 
 
-class AgentSerializer(Shape):
+class AgentShape(Shape):
     id = serializers.UUIDField()
     name = serializers.CharField()
     createdAt = serializers.DateTimeField(source="created_at")
 
 
-class ConversationCreateSerializer(StrictSerializer):
+class ConversationCreateInput(StrictSerializer):
     kind = Choice(choices=ConversationKind.values)
     title = Text(max_length=300, allow_blank=False)
     externalId = Text(max_length=MAX_NAME_CHARS, required=False, allow_null=True)
 
 
-class ConversationSerializer(Shape):
+class ConversationShape(Shape):
     id = serializers.UUIDField()
     kind = serializers.CharField()
     title = serializers.CharField()
@@ -70,7 +70,7 @@ class ConversationSerializer(Shape):
     createdAt = serializers.DateTimeField(source="created_at")
 
 
-class _MemberSerializer(StrictSerializer):
+class _MemberInput(StrictSerializer):
     accountId = Id(required=False)
     agentId = Id(required=False)
 
@@ -80,15 +80,15 @@ class _MemberSerializer(StrictSerializer):
         return attrs
 
 
-class MemberJoinSerializer(_MemberSerializer):
+class MemberJoinInput(_MemberInput):
     joinedAt = Timestamp(required=False)
 
 
-class MemberLeaveSerializer(_MemberSerializer):
+class MemberLeaveInput(_MemberInput):
     leftAt = Timestamp(required=False)
 
 
-class MembershipSerializer(Shape):
+class MembershipShape(Shape):
     id = serializers.UUIDField()
     conversationId = serializers.UUIDField(source="conversation_id")
     accountId = serializers.UUIDField(source="account_id", allow_null=True)
@@ -97,7 +97,7 @@ class MembershipSerializer(Shape):
     leftAt = serializers.DateTimeField(source="left_at", allow_null=True)
 
 
-class MessageCreateSerializer(StrictSerializer):
+class MessageCreateInput(StrictSerializer):
     senderUserId = Id(required=False)
     senderAgentId = Id(required=False)
     content = Text(max_length=MAX_CONTENT_CHARS, allow_blank=False)
@@ -146,11 +146,11 @@ class MessageListSerializer(serializers.ListSerializer):
         return super().to_internal_value(data)
 
 
-class MessageBulkSerializer(StrictSerializer):
+class MessageBulkInput(StrictSerializer):
     # One child serializer validates every item: instantiating a serializer per item costs
     # several times more than the validation itself on a 5,000-message import.
     messages = MessageListSerializer(
-        child=MessageCreateSerializer(), min_length=1, max_length=MAX_BULK_MESSAGES
+        child=MessageCreateInput(), min_length=1, max_length=MAX_BULK_MESSAGES
     )
 
     def validated_drafts(self) -> list[MessageDraft]:
@@ -173,11 +173,11 @@ class MessageBulkSerializer(StrictSerializer):
         raise serializers.ValidationError(self.errors)
 
 
-class MessageEditSerializer(StrictSerializer):
+class MessageEditInput(StrictSerializer):
     content = Text(max_length=MAX_CONTENT_CHARS, allow_blank=False)
 
 
-class MessageSummarySerializer(Shape):
+class MessageSummaryShape(Shape):
     """SPEC §5 message summary: exactly one of senderAgentId / senderUserId is present."""
 
     id = serializers.UUIDField()
@@ -198,12 +198,12 @@ class MessageSummarySerializer(Shape):
     )
 
 
-class IdentityLinkCreateSerializer(StrictSerializer):
+class IdentityLinkCreateInput(StrictSerializer):
     accountId = Id()
     linkedAccountId = Id()
 
 
-class IdentityLinkSerializer(Shape):
+class IdentityLinkShape(Shape):
     id = serializers.UUIDField()
     accountId = serializers.UUIDField(source="account_id")
     linkedAccountId = serializers.UUIDField(source="linked_account_id")
@@ -213,7 +213,7 @@ class IdentityLinkSerializer(Shape):
     revokedAt = serializers.DateTimeField(source="revoked_at", allow_null=True)
 
 
-class ToolMessageSummary(MessageSummarySerializer):
+class ToolMessageSummary(MessageSummaryShape):
     deliverable = serializers.BooleanField(
         required=False,
         help_text="Run tokens only: whether a reply citing this message would pass the final "
@@ -241,14 +241,14 @@ class MessageSearchResult(Shape):
 
 
 class MessageBatch(Shape):
-    items = MessageSummarySerializer(many=True, help_text="In the order they were sent.")
+    items = MessageSummaryShape(many=True, help_text="In the order they were sent.")
 
 
-AccountPage = page_shape("AccountPage", AccountSerializer)
-AgentPage = page_shape("AgentPage", AgentSerializer)
-ConversationPage = page_shape("ConversationPage", ConversationSerializer)
-MembershipPage = page_shape("MembershipPage", MembershipSerializer)
-IdentityLinkPage = page_shape("IdentityLinkPage", IdentityLinkSerializer)
+AccountPage = page_shape("AccountPage", AccountShape)
+AgentPage = page_shape("AgentPage", AgentShape)
+ConversationPage = page_shape("ConversationPage", ConversationShape)
+MembershipPage = page_shape("MembershipPage", MembershipShape)
+IdentityLinkPage = page_shape("IdentityLinkPage", IdentityLinkShape)
 
 
 # --- agent tool query strings ----------------------------------------------------------------

@@ -31,10 +31,10 @@ from formation.viewsets import validated
 from messages_app import selectors, services, tools
 from messages_app.schema import LEGAL_HOLD
 from messages_app.serializers import (
-    MessageEditSerializer,
+    MessageEditInput,
     MessagePage,
     MessageSearchResult,
-    MessageSummarySerializer,
+    MessageSummaryShape,
     ToolMessageSummary,
 )
 
@@ -107,9 +107,9 @@ class SearchMessagesView(ToolView):
         "is kept, so a legal hold on the conversation refuses it (legal_hold_active).",
         tags=[RUNTIME_TAG],
         parameters=[id_in_path("message_id")],
-        request=MessageEditSerializer,
+        request=MessageEditInput,
         responses={
-            **answers({200: MessageSummarySerializer}, 400, 401, 403, 404),
+            **answers({200: MessageSummaryShape}, 400, 401, 403, 404),
             409: LEGAL_HOLD,
         },
     ),
@@ -145,12 +145,12 @@ class MessageView(ToolView):
         return self.answer(request, {"messageId": message_id})
 
     def patch(self, request: Request, message_id: uuid.UUID) -> Response:
-        data = validated(MessageEditSerializer, request)
+        data = validated(MessageEditInput, request)
         message = selectors.runtime_message(
             workspace_id=request.user.workspace_id, message_id=message_id
         )
         edited = services.message_edit(message=message, content=data["content"])
-        return Response(MessageSummarySerializer.render(edited))
+        return Response(MessageSummaryShape.render(edited))
 
     def delete(self, request: Request, message_id: uuid.UUID) -> Response:
         message = selectors.runtime_message(

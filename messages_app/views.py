@@ -44,26 +44,26 @@ from messages_app.filters import (
 )
 from messages_app.models import Account, Agent, Conversation, IdentityLink
 from messages_app.serializers import (
-    AccountCreateSerializer,
+    AccountCreateInput,
     AccountPage,
-    AccountSerializer,
-    AgentCreateSerializer,
+    AccountShape,
+    AgentCreateInput,
     AgentPage,
-    AgentSerializer,
-    ConversationCreateSerializer,
+    AgentShape,
+    ConversationCreateInput,
     ConversationPage,
-    ConversationSerializer,
-    IdentityLinkCreateSerializer,
+    ConversationShape,
+    IdentityLinkCreateInput,
     IdentityLinkPage,
-    IdentityLinkSerializer,
-    MemberJoinSerializer,
-    MemberLeaveSerializer,
+    IdentityLinkShape,
+    MemberJoinInput,
+    MemberLeaveInput,
     MembershipPage,
-    MembershipSerializer,
+    MembershipShape,
     MessageBatch,
-    MessageBulkSerializer,
-    MessageCreateSerializer,
-    MessageSummarySerializer,
+    MessageBulkInput,
+    MessageCreateInput,
+    MessageSummaryShape,
 )
 
 
@@ -87,7 +87,7 @@ def _link_transition(verb: str) -> Any:
         tags=[RUNTIME_TAG],
         parameters=[id_in_path()],
         request=None,
-        responses=answers({200: IdentityLinkSerializer}, 400, 401, 403, 404),
+        responses=answers({200: IdentityLinkShape}, 400, 401, 403, 404),
     )
 
 
@@ -95,51 +95,49 @@ def _link_transition(verb: str) -> Any:
     **resource_schema(
         "an account",
         "accounts",
-        AccountSerializer,
-        AccountCreateSerializer,
+        AccountShape,
+        AccountCreateInput,
         AccountPage,
         AccountFilter,
     )
 )
 class AccountViewSet(ServiceViewSet):
     model = Account
-    output_serializer = AccountSerializer
+    output_serializer = AccountShape
     page_serializer = AccountPage
     filterset_class = AccountFilter
 
     def create(self, request: Request) -> Response:
-        data = validated(AccountCreateSerializer, request)
+        data = validated(AccountCreateInput, request)
         account = services.account_create(
             workspace_id=request.user.workspace_id,
             display_name=data["displayName"],
             external_id=data.get("externalId"),
         )
-        return Response(AccountSerializer.render(account), status=status.HTTP_201_CREATED)
+        return Response(AccountShape.render(account), status=status.HTTP_201_CREATED)
 
 
 @extend_schema_view(
-    **resource_schema(
-        "an agent", "agents", AgentSerializer, AgentCreateSerializer, AgentPage, AgentFilter
-    )
+    **resource_schema("an agent", "agents", AgentShape, AgentCreateInput, AgentPage, AgentFilter)
 )
 class AgentViewSet(ServiceViewSet):
     model = Agent
-    output_serializer = AgentSerializer
+    output_serializer = AgentShape
     page_serializer = AgentPage
     filterset_class = AgentFilter
 
     def create(self, request: Request) -> Response:
-        data = validated(AgentCreateSerializer, request)
+        data = validated(AgentCreateInput, request)
         agent = services.agent_create(workspace_id=request.user.workspace_id, name=data["name"])
-        return Response(AgentSerializer.render(agent), status=status.HTTP_201_CREATED)
+        return Response(AgentShape.render(agent), status=status.HTTP_201_CREATED)
 
 
 @extend_schema_view(
     **resource_schema(
         "a conversation",
         "conversations",
-        ConversationSerializer,
-        ConversationCreateSerializer,
+        ConversationShape,
+        ConversationCreateInput,
         ConversationPage,
         ConversationFilter,
     ),
@@ -154,26 +152,26 @@ class AgentViewSet(ServiceViewSet):
         ),
         _conversation_action(
             "Join a conversation",
-            MemberJoinSerializer,
-            {201: MembershipSerializer},
+            MemberJoinInput,
+            {201: MembershipShape},
             "Exactly one of `accountId` and `agentId`; `joinedAt` defaults to now.",
         ),
     ],
     leave=_conversation_action(
         "Leave a conversation",
-        MemberLeaveSerializer,
-        {200: MembershipSerializer},
+        MemberLeaveInput,
+        {200: MembershipShape},
         "Exactly one of `accountId` and `agentId`; `leftAt` defaults to now.",
     ),
     messages=_conversation_action(
         "Post a message",
-        MessageCreateSerializer,
-        {201: MessageSummarySerializer},
+        MessageCreateInput,
+        {201: MessageSummaryShape},
         "Exactly one of `senderUserId` and `senderAgentId`. The server assigns `seq`.",
     ),
     bulk=_conversation_action(
         "Import messages",
-        MessageBulkSerializer,
+        MessageBulkInput,
         {201: MessageBatch},
         "1 to 5,000 messages with at most 5,000,000 characters of content in all, all or "
         "nothing; an invalid one is named by `details.index`.",
@@ -181,19 +179,19 @@ class AgentViewSet(ServiceViewSet):
 )
 class ConversationViewSet(ServiceViewSet):
     model = Conversation
-    output_serializer = ConversationSerializer
+    output_serializer = ConversationShape
     page_serializer = ConversationPage
     filterset_class = ConversationFilter
 
     def create(self, request: Request) -> Response:
-        data = validated(ConversationCreateSerializer, request)
+        data = validated(ConversationCreateInput, request)
         conversation = services.conversation_create(
             workspace_id=request.user.workspace_id,
             kind=data["kind"],
             title=data["title"],
             external_id=data.get("externalId"),
         )
-        return Response(ConversationSerializer.render(conversation), status=status.HTTP_201_CREATED)
+        return Response(ConversationShape.render(conversation), status=status.HTTP_201_CREATED)
 
     @action(detail=True, methods=["get", "post"], url_path="members")
     def members(self, request: Request, pk: str) -> Response:
@@ -201,39 +199,39 @@ class ConversationViewSet(ServiceViewSet):
         if request.method in SAFE_METHODS:
             memberships = selectors.conversation_memberships(conversation)
             return paged(request, memberships, MembershipFilter, MembershipPage)
-        data = validated(MemberJoinSerializer, request)
+        data = validated(MemberJoinInput, request)
         membership = services.membership_join(
             conversation=conversation,
             account_id=data.get("accountId"),
             agent_id=data.get("agentId"),
             joined_at=data.get("joinedAt"),
         )
-        return Response(MembershipSerializer.render(membership), status=status.HTTP_201_CREATED)
+        return Response(MembershipShape.render(membership), status=status.HTTP_201_CREATED)
 
     @action(detail=True, methods=["post"], url_path="members/leave")
     def leave(self, request: Request, pk: str) -> Response:
         conversation = get_or_not_found(self.get_queryset(), pk)
-        data = validated(MemberLeaveSerializer, request)
+        data = validated(MemberLeaveInput, request)
         membership = services.membership_leave(
             conversation=conversation,
             account_id=data.get("accountId"),
             agent_id=data.get("agentId"),
             left_at=data.get("leftAt"),
         )
-        return Response(MembershipSerializer.render(membership))
+        return Response(MembershipShape.render(membership))
 
     @action(detail=True, methods=["post"], url_path="messages")
     def messages(self, request: Request, pk: str) -> Response:
         conversation = get_or_not_found(self.get_queryset(), pk)
-        serializer = MessageCreateSerializer(data=request.data)
+        serializer = MessageCreateInput(data=request.data)
         serializer.is_valid(raise_exception=True)
         message = services.message_create(conversation=conversation, draft=serializer.to_draft())
-        return Response(MessageSummarySerializer.render(message), status=status.HTTP_201_CREATED)
+        return Response(MessageSummaryShape.render(message), status=status.HTTP_201_CREATED)
 
     @action(detail=True, methods=["post"], url_path="messages/bulk")
     def bulk(self, request: Request, pk: str) -> Response:
         conversation = get_or_not_found(self.get_queryset(), pk)
-        drafts = MessageBulkSerializer(data=request.data).validated_drafts()
+        drafts = MessageBulkInput(data=request.data).validated_drafts()
         messages = services.messages_create(conversation=conversation, drafts=drafts)
         return Response(MessageBatch.render({"items": messages}), status=status.HTTP_201_CREATED)
 
@@ -242,8 +240,8 @@ class ConversationViewSet(ServiceViewSet):
     **resource_schema(
         "an identity link",
         "identity links",
-        IdentityLinkSerializer,
-        IdentityLinkCreateSerializer,
+        IdentityLinkShape,
+        IdentityLinkCreateInput,
         IdentityLinkPage,
         IdentityLinkFilter,
     ),
@@ -252,30 +250,30 @@ class ConversationViewSet(ServiceViewSet):
 )
 class IdentityLinkViewSet(ServiceViewSet):
     model = IdentityLink
-    output_serializer = IdentityLinkSerializer
+    output_serializer = IdentityLinkShape
     page_serializer = IdentityLinkPage
     filterset_class = IdentityLinkFilter
 
     def create(self, request: Request) -> Response:
-        data = validated(IdentityLinkCreateSerializer, request)
+        data = validated(IdentityLinkCreateInput, request)
         link = services.identity_link_create(
             workspace_id=request.user.workspace_id,
             account_id=data["accountId"],
             linked_account_id=data["linkedAccountId"],
         )
-        return Response(IdentityLinkSerializer.render(link), status=status.HTTP_201_CREATED)
+        return Response(IdentityLinkShape.render(link), status=status.HTTP_201_CREATED)
 
     @action(detail=True, methods=["post"])
     def verify(self, request: Request, pk: str) -> Response:
         self._no_body(request)
         link = services.identity_link_verify(link=get_or_not_found(self.get_queryset(), pk))
-        return Response(IdentityLinkSerializer.render(link))
+        return Response(IdentityLinkShape.render(link))
 
     @action(detail=True, methods=["post"])
     def revoke(self, request: Request, pk: str) -> Response:
         self._no_body(request)
         link = services.identity_link_revoke(link=get_or_not_found(self.get_queryset(), pk))
-        return Response(IdentityLinkSerializer.render(link))
+        return Response(IdentityLinkShape.render(link))
 
     @staticmethod
     def _no_body(request: Request) -> None:

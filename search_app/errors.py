@@ -7,15 +7,13 @@ from rest_framework import serializers
 
 from formation.errors import ApiError
 from formation.shapes import Shape
-from search_app.serializers import BudgetSerializer
+from search_app.serializers import BudgetShape
 
 
 # A search's 429: the run's budget, or (rate_limited) the delay. (No docstring: it would become
 # the schema's description.)
 class SearchLimitDetails(Shape):
-    budget = BudgetSerializer(
-        required=False, help_text="search_budget_exhausted: the run's budget."
-    )
+    budget = BudgetShape(required=False, help_text="search_budget_exhausted: the run's budget.")
     retryAfter = serializers.IntegerField(
         required=False, help_text="rate_limited: seconds; also sent as Retry-After."
     )

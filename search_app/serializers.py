@@ -11,7 +11,7 @@ from formation.fields import Choice, Id, JsonInteger, StrictSerializer, Text, Ti
 from formation.shapes import Shape
 from messages_app.limits import MAX_CONTENT_CHARS, MAX_QUERY_CHARS, MAX_RECENT_MESSAGES
 from messages_app.models import ConversationKind, Run, ToolScope
-from messages_app.serializers import MessageSummarySerializer
+from messages_app.serializers import MessageSummaryShape
 from search_app.history.ranking import WEIGHTS
 from search_app.history.results import SPEAKERS, HistoryFilters, HistorySearch, Hit
 from search_app.limits import (
@@ -25,7 +25,7 @@ from search_app.limits import (
 RANKING_NAMES = list(WEIGHTS)
 
 
-class SearchHistorySerializer(StrictSerializer):
+class SearchHistoryInput(StrictSerializer):
     """``{query, speaker?, after?, before?, limit?}``; ``null`` means "not given"."""
 
     query = Text(max_length=MAX_QUERY_CHARS)
@@ -68,7 +68,7 @@ class RankingReason(Shape):
     contribution = serializers.FloatField()
 
 
-class HistoryHit(MessageSummarySerializer):
+class HistoryHit(MessageSummaryShape):
     # The message summary's fields, read from the hit's message; the rest given by the search.
     conversation = HistoryConversation()
     time = serializers.DateTimeField(source="created_at")
@@ -80,15 +80,15 @@ class HistoryHit(MessageSummarySerializer):
     )
     score = serializers.FloatField(help_text="The sum of the reasons' contributions.")
     reasons = RankingReason(many=True, help_text="All five ranking components, always.")
-    before = MessageSummarySerializer(
+    before = MessageSummaryShape(
         many=True, help_text="Up to two eligible neighbours before the hit, in order."
     )
-    after = MessageSummarySerializer(
+    after = MessageSummaryShape(
         many=True, help_text="Up to two eligible neighbours after the hit, in order."
     )
 
 
-class BudgetSerializer(Shape):
+class BudgetShape(Shape):
     used = serializers.IntegerField()
     limit = serializers.IntegerField(help_text=f"Always {EVIDENCE_BUDGET}.")
     remaining = serializers.IntegerField()
@@ -97,7 +97,7 @@ class BudgetSerializer(Shape):
 class HistorySearchResult(Shape):
     items = HistoryHit(many=True, help_text="Best first.")
     total = serializers.IntegerField(help_text="The number of items returned by this call.")
-    budget = BudgetSerializer()
+    budget = BudgetShape()
 
 
 def ranking(hit: Hit) -> dict[str, Any]:
@@ -132,8 +132,8 @@ def _hit(hit: Hit, marks: list[list[int]]) -> dict[str, Any]:
             )
             for name, contribution in ranked["components"].items()
         ],
-        before=MessageSummarySerializer.render_many(hit.before),
-        after=MessageSummarySerializer.render_many(hit.after),
+        before=MessageSummaryShape.render_many(hit.before),
+        after=MessageSummaryShape.render_many(hit.after),
     )
 
 
@@ -142,7 +142,7 @@ def search_history_body(result: HistorySearch) -> dict[str, Any]:
     return HistorySearchResult.render(result, items=items, total=len(items))
 
 
-class RunContentSerializer(StrictSerializer):
+class RunContentInput(StrictSerializer):
     """``{content}``: the body of a run's reply or memory."""
 
     content = Text(max_length=MAX_CONTENT_CHARS, allow_blank=False)
@@ -175,7 +175,7 @@ class MemorySearchResult(Shape):
     limit = serializers.IntegerField()
 
 
-class RunCreateSerializer(StrictSerializer):
+class RunCreateInput(StrictSerializer):
     agentId = Id()
     conversationId = Id()
     requesterId = Id()
@@ -192,7 +192,7 @@ class RunCreateSerializer(StrictSerializer):
     )
 
 
-class RunSerializer(Shape):
+class RunShape(Shape):
     id = serializers.UUIDField()
     agentId = serializers.UUIDField(source="agent_id")
     conversationId = serializers.UUIDField(source="conversation_id")
@@ -200,7 +200,7 @@ class RunSerializer(Shape):
     createdAt = serializers.DateTimeField(source="created_at")
 
 
-class RunStatusSerializer(RunSerializer):
+class RunStatusShape(RunShape):
     """``GET /runs/{id}``: the run, whether it has replied, and what it has used."""
 
     status = Choice(choices=["open", "replied"])
@@ -215,7 +215,7 @@ class RunStatusSerializer(RunSerializer):
         source="evidence_count",
         help_text="Distinct messages the run's tools have returned (its evidence).",
     )
-    budget = BudgetSerializer(help_text="search_history's evidence budget.")
+    budget = BudgetShape(help_text="search_history's evidence budget.")
 
     @classmethod
     def of(cls, run: Run) -> dict[str, Any]:
@@ -223,9 +223,9 @@ class RunStatusSerializer(RunSerializer):
         return cls.render(
             run,
             status="open" if run.finished_at is None else "replied",
-            budget=BudgetSerializer.render(Budget(used=run.history_evidence_count)),
+            budget=BudgetShape.render(Budget(used=run.history_evidence_count)),
         )
 
 
-class RunCreated(RunSerializer):
+class RunCreated(RunShape):
     token = serializers.CharField(help_text="The run token, shown once; only its hash is kept.")

@@ -11,7 +11,7 @@ from formation.tools import AgentTool, ToolCall, hold_runs_with, register
 from search_app import services
 from search_app.limits import DEFAULT_HITS, EVIDENCE_BUDGET, MAX_HITS
 from search_app.runs.services import tool_call
-from search_app.serializers import SearchHistorySerializer, history_filters, search_history_body
+from search_app.serializers import SearchHistoryInput, history_filters, search_history_body
 
 # search_history's query syntax (SPEC §6), for its description here and in the OpenAPI schema.
 QUERY_SYNTAX = (
@@ -55,7 +55,7 @@ SEARCH_HISTORY = register(
             f"token. A run may bring in at most {EVIDENCE_BUDGET} distinct messages through "
             f"this tool; after that it answers search_budget_exhausted. {QUERY_SYNTAX}"
         ),
-        arguments=SearchHistorySerializer,
+        arguments=SearchHistoryInput,
         argument_descriptions={
             "query": (
                 "Words to look for, at most 500 characters and 24 distinct words, phrases or "

@@ -28,7 +28,7 @@ from formation.openapi import (
 from formation.tools import ToolView
 from formation.viewsets import ListPageQuery, ServiceViewSet, validated
 from messages_app.models import Run, ToolScope
-from messages_app.serializers import MessageSummarySerializer
+from messages_app.serializers import MessageSummaryShape
 from search_app import services, tools
 from search_app.errors import DeliveryBlocked, SearchBudgetExhausted
 from search_app.history.results import SPEAKERS
@@ -40,11 +40,11 @@ from search_app.serializers import (
     MemoryCreated,
     MemorySearchQuery,
     MemorySearchResult,
-    RunContentSerializer,
+    RunContentInput,
     RunCreated,
-    RunCreateSerializer,
-    RunSerializer,
-    RunStatusSerializer,
+    RunCreateInput,
+    RunShape,
+    RunStatusShape,
 )
 from search_app.trace import RunTrace, search_audit_item
 
@@ -72,7 +72,7 @@ SEARCH_UNAVAILABLE = error_response(
         summary="Create a run",
         description=f"{SERVICE} The answer carries the run token, once.",
         tags=[RUNTIME_TAG],
-        request=RunCreateSerializer,
+        request=RunCreateInput,
         responses=answers({201: RunCreated}, 400, 401, 403),
     ),
     retrieve=extend_schema(
@@ -81,18 +81,18 @@ SEARCH_UNAVAILABLE = error_response(
         "its tools returned and how much of search_history's budget is left.",
         tags=[RUNTIME_TAG],
         parameters=[id_in_path()],
-        responses=answers({200: RunStatusSerializer}, 401, 403, 404),
+        responses=answers({200: RunStatusShape}, 401, 403, 404),
     ),
 )
 class RunViewSet(ServiceViewSet):
     """``POST /runs`` opens a run (its token in the answer, once); ``GET /runs/{id}`` reads it."""
 
     model = Run
-    output_serializer = RunSerializer
+    output_serializer = RunShape
     filterset_class = None
 
     def create(self, request: Request) -> Response:
-        data = validated(RunCreateSerializer, request)
+        data = validated(RunCreateInput, request)
         run, token = run_services.run_create(
             workspace_id=request.user.workspace_id,
             agent_id=data["agentId"],
@@ -107,7 +107,7 @@ class RunViewSet(ServiceViewSet):
     def retrieve(self, request: Request, pk: str) -> Response:
         check_query_keys(request, allowed=set())
         run = run_selectors.run_status(workspace_id=request.user.workspace_id, run_id=pk)
-        return Response(RunStatusSerializer.of(run))
+        return Response(RunStatusShape.of(run))
 
 
 @extend_schema_view(
@@ -152,7 +152,7 @@ class OwnRunView(APIView):
         check_query_keys(request, allowed=set())
         if run_id != request.user.run_id:
             raise NotFound()
-        serializer = RunContentSerializer(data=request.data)
+        serializer = RunContentInput(data=request.data)
         serializer.is_valid(raise_exception=True)
         return serializer.validated_data["content"]
 
@@ -169,9 +169,9 @@ class OwnRunView(APIView):
         ),
         tags=[RUNS_TAG],
         parameters=[id_in_path("run_id")],
-        request=RunContentSerializer,
+        request=RunContentInput,
         responses=answers(
-            {201: MessageSummarySerializer}, 400, 401, 403, 404, own={409: DELIVERY_BLOCKED}
+            {201: MessageSummaryShape}, 400, 401, 403, 404, own={409: DELIVERY_BLOCKED}
         ),
     )
 )
@@ -185,7 +185,7 @@ class RunReplyView(OwnRunView):
                 workspace_id=request.user.workspace_id, run_id=run_id, content=content
             )
         )
-        return Response(MessageSummarySerializer.render(reply), status=status.HTTP_201_CREATED)
+        return Response(MessageSummaryShape.render(reply), status=status.HTTP_201_CREATED)
 
 
 @extend_schema_view(
@@ -198,7 +198,7 @@ class RunReplyView(OwnRunView):
         ),
         tags=[RUNS_TAG],
         parameters=[id_in_path("run_id")],
-        request=RunContentSerializer,
+        request=RunContentInput,
         responses=answers({201: MemoryCreated}, 400, 401, 403, 404),
     )
 )

@@ -10,25 +10,25 @@ from formation.fields import Id, JsonInteger, StrictSerializer, Text
 from formation.shapes import Shape, page_shape
 from messages_app.limits import MAX_NAME_CHARS, MAX_RETENTION_DAYS
 from messages_app.selectors import MessageRow
-from messages_app.serializers import MessageSummarySerializer
+from messages_app.serializers import MessageSummaryShape
 
 # JSON Lines: one JSON value per line, UTF-8 (https://jsonlines.org/).
 JSON_LINES = "application/x-ndjson"
 
 
-class RetentionSetSerializer(StrictSerializer):
+class RetentionSetInput(StrictSerializer):
     """``{days}``: a period of 1 to 36,500 days, or null to keep messages (required)."""
 
     days = JsonInteger(min_value=1, max_value=MAX_RETENTION_DAYS, allow_null=True)
 
 
-class WorkspaceRetentionSerializer(Shape):
+class WorkspaceRetentionShape(Shape):
     days = serializers.IntegerField(
         allow_null=True, help_text="The workspace's default period; null keeps messages."
     )
 
 
-class ConversationRetentionSerializer(Shape):
+class ConversationRetentionShape(Shape):
     """Rendered from a ``ConversationRetention`` with the conversation's id given by name."""
 
     conversationId = serializers.UUIDField()
@@ -40,12 +40,12 @@ class ConversationRetentionSerializer(Shape):
     )
 
 
-class LegalHoldCreateSerializer(StrictSerializer):
+class LegalHoldCreateInput(StrictSerializer):
     conversationId = Id(required=False, allow_null=True)
     reference = Text(max_length=MAX_NAME_CHARS, required=False, allow_blank=True)
 
 
-class LegalHoldSerializer(Shape):
+class LegalHoldShape(Shape):
     id = serializers.UUIDField()
     conversationId = serializers.UUIDField(
         source="conversation_id", allow_null=True, help_text="null: the whole workspace."
@@ -57,10 +57,10 @@ class LegalHoldSerializer(Shape):
     )
 
 
-LegalHoldPage = page_shape("LegalHoldPage", LegalHoldSerializer)
+LegalHoldPage = page_shape("LegalHoldPage", LegalHoldShape)
 
 
-class ErasureSerializer(Shape):
+class ErasureShape(Shape):
     accountId = serializers.UUIDField(source="account_id")
     erasedMessages = serializers.IntegerField(
         source="messages", help_text="Messages erased by this call."
@@ -79,7 +79,7 @@ def json_lines(messages: list[MessageRow]) -> bytes:
     """Message summaries (SPEC §5), one compact JSON object a line."""
     return b"".join(
         json.dumps(
-            MessageSummarySerializer.render(message), ensure_ascii=False, separators=(",", ":")
+            MessageSummaryShape.render(message), ensure_ascii=False, separators=(",", ":")
         ).encode()
         + b"\n"
         for message in messages

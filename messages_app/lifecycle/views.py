@@ -42,18 +42,18 @@ from messages_app.lifecycle.retention import (
 )
 from messages_app.lifecycle.shapes import (
     JSON_LINES,
-    ConversationRetentionSerializer,
-    ErasureSerializer,
-    LegalHoldCreateSerializer,
+    ConversationRetentionShape,
+    ErasureShape,
+    LegalHoldCreateInput,
     LegalHoldPage,
-    LegalHoldSerializer,
-    RetentionSetSerializer,
-    WorkspaceRetentionSerializer,
+    LegalHoldShape,
+    RetentionSetInput,
+    WorkspaceRetentionShape,
     json_lines,
 )
 from messages_app.models import Account, Conversation, LegalHold
 from messages_app.schema import LEGAL_HOLD
-from messages_app.serializers import MessageSummarySerializer
+from messages_app.serializers import MessageSummaryShape
 
 TAG = "Data lifecycle (service token)"
 SERVICE = "Needs a service token (the runtime)."
@@ -118,15 +118,15 @@ RETENTION_BODY = (
         summary="The workspace's retention period",
         description=SERVICE,
         tags=[TAG],
-        responses=answers({200: WorkspaceRetentionSerializer}, 400, 401, 403),
+        responses=answers({200: WorkspaceRetentionShape}, 400, 401, 403),
     ),
     put=extend_schema(
         operation_id="retention_update",
         summary="Set the workspace's retention period",
         description=f"{SERVICE} {RETENTION_BODY} Conversations without their own period follow it.",
         tags=[TAG],
-        request=RetentionSetSerializer,
-        responses=answers({200: WorkspaceRetentionSerializer}, 400, 401, 403),
+        request=RetentionSetInput,
+        responses=answers({200: WorkspaceRetentionShape}, 400, 401, 403),
     ),
 )
 class WorkspaceRetentionView(LifecycleView):
@@ -134,12 +134,12 @@ class WorkspaceRetentionView(LifecycleView):
 
     def get(self, request: Request) -> Response:
         days = workspace_retention(workspace_id=request.user.workspace_id)
-        return Response(WorkspaceRetentionSerializer.render(days=days))
+        return Response(WorkspaceRetentionShape.render(days=days))
 
     def put(self, request: Request) -> Response:
-        data = validated(RetentionSetSerializer, request)
+        data = validated(RetentionSetInput, request)
         days = workspace_retention_set(workspace_id=request.user.workspace_id, days=data["days"])
-        return Response(WorkspaceRetentionSerializer.render(days=days))
+        return Response(WorkspaceRetentionShape.render(days=days))
 
 
 def _conversation(request: Request, conversation_id: uuid.UUID) -> Conversation:
@@ -154,7 +154,7 @@ def _conversation(request: Request, conversation_id: uuid.UUID) -> Conversation:
         description=f"{SERVICE} Its own period, or the workspace's (`inherited`).",
         tags=[TAG],
         parameters=[id_in_path()],
-        responses=answers({200: ConversationRetentionSerializer}, 400, 401, 403, 404),
+        responses=answers({200: ConversationRetentionShape}, 400, 401, 403, 404),
     ),
     put=extend_schema(
         operation_id="conversation_retention_update",
@@ -162,8 +162,8 @@ def _conversation(request: Request, conversation_id: uuid.UUID) -> Conversation:
         description=f"{SERVICE} {RETENTION_BODY} Overrides the workspace's period.",
         tags=[TAG],
         parameters=[id_in_path()],
-        request=RetentionSetSerializer,
-        responses=answers({200: ConversationRetentionSerializer}, 400, 401, 403, 404),
+        request=RetentionSetInput,
+        responses=answers({200: ConversationRetentionShape}, 400, 401, 403, 404),
     ),
     delete=extend_schema(
         operation_id="conversation_retention_destroy",
@@ -171,7 +171,7 @@ def _conversation(request: Request, conversation_id: uuid.UUID) -> Conversation:
         description=f"{SERVICE} The workspace's period applies again.",
         tags=[TAG],
         parameters=[id_in_path()],
-        responses=answers({200: ConversationRetentionSerializer}, 400, 401, 403, 404),
+        responses=answers({200: ConversationRetentionShape}, 400, 401, 403, 404),
     ),
 )
 class ConversationRetentionView(LifecycleView):
@@ -180,18 +180,18 @@ class ConversationRetentionView(LifecycleView):
     def get(self, request: Request, pk: uuid.UUID) -> Response:
         conversation = _conversation(request, pk)
         retention = conversation_retention(conversation=conversation)
-        return Response(ConversationRetentionSerializer.render(retention, conversationId=str(pk)))
+        return Response(ConversationRetentionShape.render(retention, conversationId=str(pk)))
 
     def put(self, request: Request, pk: uuid.UUID) -> Response:
         conversation = _conversation(request, pk)
-        data = validated(RetentionSetSerializer, request)
+        data = validated(RetentionSetInput, request)
         retention = conversation_retention_set(conversation=conversation, days=data["days"])
-        return Response(ConversationRetentionSerializer.render(retention, conversationId=str(pk)))
+        return Response(ConversationRetentionShape.render(retention, conversationId=str(pk)))
 
     def delete(self, request: Request, pk: uuid.UUID) -> Response:
         conversation = _conversation(request, pk)
         retention = conversation_retention_inherit(conversation=conversation)
-        return Response(ConversationRetentionSerializer.render(retention, conversationId=str(pk)))
+        return Response(ConversationRetentionShape.render(retention, conversationId=str(pk)))
 
 
 NOT_ACCEPTABLE = error_response(
@@ -200,7 +200,7 @@ NOT_ACCEPTABLE = error_response(
     "the Accept header admits neither application/x-ndjson nor application/json.",
 )
 EXPORT_ANSWER = OpenApiResponse(
-    response=MessageSummarySerializer,
+    response=MessageSummaryShape,
     description="JSON Lines (`application/x-ndjson`): one message summary per line, streamed.",
 )
 
@@ -284,7 +284,7 @@ class AccountExportView(ExportView):
         parameters=[id_in_path()],
         request=None,
         responses={
-            **answers({200: ErasureSerializer}, 400, 401, 403, 404),
+            **answers({200: ErasureShape}, 400, 401, 403, 404),
             409: LEGAL_HOLD,
         },
     )
@@ -296,7 +296,7 @@ class AccountEraseView(LifecycleView):
         report = account_erase(
             workspace_id=request.user.workspace_id, account_id=pk, actor=actor(request)
         )
-        return Response(ErasureSerializer.render(report))
+        return Response(ErasureShape.render(report))
 
 
 @extend_schema_view(
@@ -315,8 +315,8 @@ class AccountEraseView(LifecycleView):
         "absent or null; `reference` names the matter (never shown in errors). While a hold is "
         "active, retention skips what it covers and delete, edit and erasure are refused.",
         tags=[TAG],
-        request=LegalHoldCreateSerializer,
-        responses=answers({201: LegalHoldSerializer}, 400, 401, 403),
+        request=LegalHoldCreateInput,
+        responses=answers({201: LegalHoldShape}, 400, 401, 403),
     ),
     retrieve=extend_schema(
         operation_id="legal_holds_retrieve",
@@ -324,7 +324,7 @@ class AccountEraseView(LifecycleView):
         description=SERVICE,
         tags=[TAG],
         parameters=[id_in_path()],
-        responses=answers({200: LegalHoldSerializer}, 401, 403, 404),
+        responses=answers({200: LegalHoldShape}, 401, 403, 404),
     ),
     release=extend_schema(
         operation_id="legal_holds_release",
@@ -333,30 +333,30 @@ class AccountEraseView(LifecycleView):
         tags=[TAG],
         parameters=[id_in_path()],
         request=None,
-        responses=answers({200: LegalHoldSerializer}, 400, 401, 403, 404),
+        responses=answers({200: LegalHoldShape}, 400, 401, 403, 404),
     ),
 )
 class LegalHoldViewSet(ServiceViewSet):
     model = LegalHold
     queryset = LegalHold.objects.none()
-    output_serializer = LegalHoldSerializer
+    output_serializer = LegalHoldShape
     page_serializer = LegalHoldPage
     filterset_class = LegalHoldFilter
     order_by = ("placed_at", "id")
 
     def create(self, request: Request) -> Response:
-        data = validated(LegalHoldCreateSerializer, request)
+        data = validated(LegalHoldCreateInput, request)
         hold = hold_place(
             workspace_id=request.user.workspace_id,
             conversation_id=data.get("conversationId"),
             reference=data.get("reference", ""),
             actor=actor(request),
         )
-        return Response(LegalHoldSerializer.render(hold), status=status.HTTP_201_CREATED)
+        return Response(LegalHoldShape.render(hold), status=status.HTTP_201_CREATED)
 
     @action(detail=True, methods=["post"])
     def release(self, request: Request, pk: str) -> Response:
         if request.data:
             raise InvalidArguments("This action takes no body.")
         hold = get_or_not_found(self.get_queryset(), pk)
-        return Response(LegalHoldSerializer.render(hold_release(hold=hold, actor=actor(request))))
+        return Response(LegalHoldShape.render(hold_release(hold=hold, actor=actor(request))))
