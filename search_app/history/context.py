@@ -52,10 +52,6 @@ def context_params() -> dict[str, object]:
     return {"r_pool": CONTEXT_POOL}
 
 
-# Rendered once: the statement is built on every call, and the sides never change.
-_SIDES = {side: literals([side]) for side in ("before", "after")}
-
-
 def nearest(side: str, anchor: str, count: int) -> str:
     """The ``count`` eligible messages nearest message ``anchor`` on one side, nearest first.
 
@@ -67,7 +63,7 @@ def nearest(side: str, anchor: str, count: int) -> str:
     row, like the hits'.
     """
     before = side == "before"
-    return f"""(SELECT m.*, {_SIDES[side]} AS side FROM (
+    return f"""(SELECT m.*, {literals([side])} AS side FROM (
                  SELECT * FROM {table(Message)} AS nearest
                  WHERE nearest.workspace_id = %(p_workspace)s
                    AND nearest.conversation_id = {anchor}.conversation_id

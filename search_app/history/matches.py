@@ -26,6 +26,8 @@ MORE_MATCHES = "more_matches"
 # Reasons settled before a match's canonical message is looked up to tell a drifted one. A
 # list of constants in the statement's text, not a parameter, so the plan can rely on it.
 CONVERSATION_REASONS = ("not_observed", "unknown_audience", "audience")
+# A sender's name, from its account or agent row (joined as ``account`` and ``agent``).
+SPEAKER_NAME = "COALESCE(account.display_name, agent.name)"
 
 
 def filter_conditions(filters: HistoryFilters, row: str = "d") -> str:
@@ -96,16 +98,13 @@ def matches_cte(query: TermQuery, filters: HistoryFilters) -> str:
     )"""
 
 
-# Rendered once: the statement is built on every call, and these never change.
-_REASONS, _MORE = literals(CONVERSATION_REASONS), literals([MORE_MATCHES])
-
-
 @cache
 def excluded_cte() -> str:
     """The first ``EXCLUSION_SCAN`` matches by reason, a drifted projection row told by its
     canonical message (``deleted``), and whether more existed."""
+    reasons, more = literals(CONVERSATION_REASONS), literals([MORE_MATCHES])
     return f"""excluded AS (
-        SELECT CASE WHEN x.reason IN ({_REASONS}) THEN x.reason
+        SELECT CASE WHEN x.reason IN ({reasons}) THEN x.reason
                     WHEN NOT EXISTS (SELECT 1 FROM {table(Message)} AS live
                                      WHERE live.workspace_id = %(p_workspace)s
                                        AND live.id = x.id AND live.deleted_at IS NULL)
@@ -113,7 +112,7 @@ def excluded_cte() -> str:
                     ELSE x.reason END AS reason
         FROM (SELECT * FROM matches LIMIT %(x_scan)s) AS x
         UNION ALL
-        SELECT {_MORE} FROM (SELECT 1 FROM matches OFFSET %(x_scan)s LIMIT 1) AS more
+        SELECT {more} FROM (SELECT 1 FROM matches OFFSET %(x_scan)s LIMIT 1) AS more
     )"""
 
 
@@ -134,7 +133,7 @@ def speakers_cte(query: TermQuery, name: str, rows: str) -> str:
           ON agent.workspace_id = %(p_workspace)s AND agent.id = sender.agent_id
         CROSS JOIN LATERAL (
             SELECT formation_search_document(%(config)s::regconfig,
-                                             COALESCE(account.display_name, agent.name))
+                                             {SPEAKER_NAME})
                 AS document
         ) AS name
         WHERE name.document @@ %(q_any)s::tsquery

@@ -21,6 +21,7 @@ from messages_app.models import Account, Agent, Conversation, Message, RunEviden
 from messages_app.selectors import SUMMARY_COLUMNS, summary_columns
 from search_app.history import ranking
 from search_app.history.context import NEIGHBOURS_EACH_SIDE, nearest
+from search_app.history.matches import SPEAKER_NAME
 from search_app.perspective import eligible_condition, receivable_reference
 
 # What a hit carries besides its summary and ranking values.
@@ -39,7 +40,6 @@ ANSWER_COLUMNS = (
     "reason",
     "matches",
 )
-SPEAKER_NAME = "COALESCE(account.display_name, agent.name)"
 
 
 @cache
