@@ -141,7 +141,6 @@ def scope_statement(lock: str | None) -> str:
     and the scope its perspective needs, from the canonical tables.
 
     ``permitted``: conversations of the workspace whose audience permits D (rule 3);
-    ``sources``: those A was ever a member of, the only ones that can hold observed messages;
     ``observed_intervals``: A's membership intervals in permitted conversations;
     ``requester_accounts``: R and the accounts joined to R by a live link;
     ``agent_rooms``: every conversation A was ever a member of, and ``unknown_rooms`` those of
@@ -184,7 +183,6 @@ def scope_statement(lock: str | None) -> str:
     )
     SELECT run.*,
            ARRAY(SELECT id FROM permitted)::text,
-           ARRAY(SELECT DISTINCT conversation_id FROM observed_intervals)::text,
            intervals.conversations::text, intervals.joined::text, intervals.left_at::text,
            ARRAY(SELECT account_id FROM requester_accounts WHERE account_id IS NOT NULL)::text,
            ARRAY(SELECT DISTINCT conversation_id FROM agent_memberships)::text,

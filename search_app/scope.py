@@ -24,7 +24,6 @@ from search_app.perspective import scope_statement
 # The scope arrays, in the order ``scope_statement`` answers them.
 SCOPE_NAMES = (
     "s_permitted",
-    "s_sources",
     "s_observed_conversations",
     "s_observed_joined",
     "s_observed_left",
