@@ -379,6 +379,22 @@ def exclusion_reason(
     )
 
 
+# The reasons ``_unobserved_reason`` gives: the row's conversation decides them (rules 1 and 3).
+CONVERSATION_REASONS = ("not_observed", "unknown_audience", "audience")
+
+
+def counted_exclusion_reason(reason: str, row: str) -> str:
+    """``reason`` (``exclusion_reason`` of projection row ``row``, which leaves rule 2 to the
+    projection's own deletion) as the audit counts it: past the conversation's reasons, a row
+    whose canonical message is deleted (a projection that drifted) counts as ``deleted``."""
+    return f"""CASE WHEN {reason} IN ({literals(CONVERSATION_REASONS)}) THEN {reason}
+                WHEN NOT EXISTS (SELECT 1 FROM {table(Message)} AS live
+                                 WHERE live.workspace_id = %(p_workspace)s
+                                   AND live.id = {row}.id AND live.deleted_at IS NULL)
+                    THEN 'deleted'
+                ELSE {reason} END"""
+
+
 def receivable_reference(column: str) -> str:
     """``column`` (a ``reply_to_id`` or ``thread_id``) if the run may receive the message it
     names, else NULL: no id of a withheld message reaches the agent.

@@ -13,11 +13,11 @@ from __future__ import annotations
 from functools import cache
 
 from formation.sql import literals, table
-from messages_app.models import Account, Agent, Membership, Message
+from messages_app.models import Account, Agent, Membership
 from search_app.history import ranking
 from search_app.history.results import HistoryFilters
 from search_app.models import MessageSearchDocument
-from search_app.perspective import exclusion_reason, observed_join
+from search_app.perspective import counted_exclusion_reason, exclusion_reason, observed_join
 from search_app.query.parse import TermQuery
 
 # At most this many of a search's matches are classified for the audit's exclusion counts.
@@ -25,7 +25,6 @@ EXCLUSION_SCAN = 2_000
 MORE_MATCHES = "more_matches"
 # Reasons settled before a match's canonical message is looked up to tell a drifted one. A
 # list of constants in the statement's text, not a parameter, so the plan can rely on it.
-CONVERSATION_REASONS = ("not_observed", "unknown_audience", "audience")
 # A sender's name, from its account or agent row (joined as ``account`` and ``agent``).
 SPEAKER_NAME = "COALESCE(account.display_name, agent.name)"
 
@@ -102,14 +101,9 @@ def matches_cte(query: TermQuery, filters: HistoryFilters) -> str:
 def excluded_cte() -> str:
     """The first ``EXCLUSION_SCAN`` matches by reason, a drifted projection row told by its
     canonical message (``deleted``), and whether more existed."""
-    reasons, more = literals(CONVERSATION_REASONS), literals([MORE_MATCHES])
+    more = literals([MORE_MATCHES])
     return f"""excluded AS (
-        SELECT CASE WHEN x.reason IN ({reasons}) THEN x.reason
-                    WHEN NOT EXISTS (SELECT 1 FROM {table(Message)} AS live
-                                     WHERE live.workspace_id = %(p_workspace)s
-                                       AND live.id = x.id AND live.deleted_at IS NULL)
-                        THEN 'deleted'
-                    ELSE x.reason END AS reason
+        SELECT {counted_exclusion_reason("x.reason", "x")} AS reason
         FROM (SELECT * FROM matches LIMIT %(x_scan)s) AS x
         UNION ALL
         SELECT {more} FROM (SELECT 1 FROM matches OFFSET %(x_scan)s LIMIT 1) AS more
