@@ -26,7 +26,7 @@ from formation import negotiation
 from formation.auth import IsServiceToken
 from formation.errors import InvalidArguments, NotAcceptable
 from formation.fields import check_query_keys
-from formation.openapi import answers, error_response, filter_parameters, id_in_path
+from formation.openapi import SERVICE, answers, error_response, filter_parameters, id_in_path
 from formation.tenancy import get_or_not_found
 from formation.viewsets import ListPageQuery, ServiceViewSet, validated
 from messages_app.filters import LegalHoldFilter
@@ -56,7 +56,6 @@ from messages_app.schema import LEGAL_HOLD
 from messages_app.serializers import MessageSummaryShape
 
 TAG = "Data lifecycle (service token)"
-SERVICE = "Needs a service token (the runtime)."
 
 
 def actor(request: Request) -> Actor:

@@ -11,7 +11,7 @@ from django.db.models.functions import Greatest, Least
 from django.utils import timezone
 
 from formation.tenancy import TenantForeignKey, TenantModel
-from messages_app.limits import MAX_RETENTION_DAYS
+from messages_app.limits import MAX_NAME_CHARS, MAX_RETENTION_DAYS
 
 
 def retention_in_range(field: str, name: str) -> models.CheckConstraint:
@@ -64,7 +64,7 @@ class Account(TenantModel):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="accounts")
-    display_name = models.CharField(max_length=200)
+    display_name = models.CharField(max_length=MAX_NAME_CHARS)
     # Null, not "", when absent: the uniqueness of external ids only applies to real ones.
     external_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     created_at = models.DateTimeField(default=timezone.now)
@@ -95,7 +95,7 @@ class Agent(TenantModel):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="agents")
-    name = models.CharField(max_length=200)
+    name = models.CharField(max_length=MAX_NAME_CHARS)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
