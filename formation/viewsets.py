@@ -40,6 +40,12 @@ def validated(serializer_class, request: Request) -> dict[str, Any]:
     return serializer.validated_data
 
 
+def refuse_body(request: Request) -> None:
+    """An action that takes no body refuses one, rather than ignore what the caller meant."""
+    if request.data:
+        raise InvalidArguments("This action takes no body.")
+
+
 def paged(
     request: Request, queryset: QuerySet, filterset_class, page_shape: type[Shape]
 ) -> Response:

@@ -17,7 +17,6 @@ from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from formation.errors import InvalidArguments
 from formation.openapi import (
     RUNTIME_TAG,
     SERVICE,
@@ -31,6 +30,7 @@ from formation.viewsets import (
     ListPageQuery,
     ServiceViewSet,
     paged,
+    refuse_body,
     resource_schema,
     validated,
 )
@@ -265,20 +265,15 @@ class IdentityLinkViewSet(ServiceViewSet):
 
     @action(detail=True, methods=["post"])
     def verify(self, request: Request, pk: str) -> Response:
-        self._no_body(request)
+        refuse_body(request)
         link = services.identity_link_verify(link=get_or_not_found(self.get_queryset(), pk))
         return Response(IdentityLinkShape.render(link))
 
     @action(detail=True, methods=["post"])
     def revoke(self, request: Request, pk: str) -> Response:
-        self._no_body(request)
+        refuse_body(request)
         link = services.identity_link_revoke(link=get_or_not_found(self.get_queryset(), pk))
         return Response(IdentityLinkShape.render(link))
-
-    @staticmethod
-    def _no_body(request: Request) -> None:
-        if request.data:
-            raise InvalidArguments("This action takes no body.")
 
 
 declare_links(

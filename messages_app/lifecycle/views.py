@@ -24,11 +24,11 @@ from audit_app.lifecycle import Actor
 from audit_app.models import LifecycleSubject
 from formation import negotiation
 from formation.auth import IsServiceToken
-from formation.errors import InvalidArguments, NotAcceptable
+from formation.errors import NotAcceptable
 from formation.fields import check_query_keys
 from formation.openapi import SERVICE, answers, error_response, filter_parameters, id_in_path
 from formation.tenancy import get_or_not_found
-from formation.viewsets import ListPageQuery, ServiceViewSet, validated
+from formation.viewsets import ListPageQuery, ServiceViewSet, refuse_body, validated
 from messages_app.filters import LegalHoldFilter
 from messages_app.lifecycle.erasure import account_erase
 from messages_app.lifecycle.exports import export_start
@@ -290,8 +290,7 @@ class AccountExportView(ExportView):
 )
 class AccountEraseView(LifecycleView):
     def post(self, request: Request, pk: uuid.UUID) -> Response:
-        if request.data:
-            raise InvalidArguments("This action takes no body.")
+        refuse_body(request)
         report = account_erase(
             workspace_id=request.user.workspace_id, account_id=pk, actor=actor(request)
         )
@@ -355,7 +354,6 @@ class LegalHoldViewSet(ServiceViewSet):
 
     @action(detail=True, methods=["post"])
     def release(self, request: Request, pk: str) -> Response:
-        if request.data:
-            raise InvalidArguments("This action takes no body.")
+        refuse_body(request)
         hold = get_or_not_found(self.get_queryset(), pk)
         return Response(LegalHoldShape.render(hold_release(hold=hold, actor=actor(request))))
