@@ -147,6 +147,38 @@ _INSERT = (
 )
 
 
+def search_event_statement_parts(
+    *, query_text: str, filters: dict[str, object]
+) -> tuple[str, dict[str, object]]:
+    """How a statement that searches writes its own search_history event (SPEC §7), in the
+    same statement, so that its evidence and its audit are one write: the ``INSERT`` target
+    with its columns (the caller's ``SELECT`` answers them in ``SEARCH_EVENT_COLUMNS``' order)
+    and the parameters only this app computes (``a_``: the row's id and time, the key id and
+    the digest of the query text, the filters as recorded). The text itself is never sent."""
+    key_id, query_digest = current_digest(query_text)
+    params = {
+        "a_id": uuid.uuid4(),
+        "a_created_at": timezone.now(),
+        "a_key_id": key_id,
+        "a_digest": query_digest,
+        "a_filters": json.dumps(filters),
+    }
+    return f"INSERT INTO {table(ConversationSearchEvent)} ({', '.join(_COLUMNS)})", params
+
+
+# The columns ``search_event_statement_parts``' INSERT names, in order.
+SEARCH_EVENT_COLUMNS = tuple(_COLUMNS)
+
+
+def search_event_refused(error: DatabaseError) -> AuditUnavailable:
+    """What a search whose own statement wrote its event answers when PostgreSQL refused that
+    statement: the search and its evidence are gone with it (logged by the error's class only:
+    its text could quote the row)."""
+    logger.error("search audit write failed (%s); the search was refused", type(error).__name__)
+    _count_failure("write")
+    return AuditUnavailable()
+
+
 def _insert(*, in_callers_transaction: bool, **values: object) -> None:
     """Insert one event with one statement, in the caller's transaction (its own without one).
 

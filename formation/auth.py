@@ -37,12 +37,25 @@ class TokenKind(models.TextChoices):
 
 
 @dataclass(frozen=True)
+class RunFacts:
+    """What a run fixes when it is created and never changes (SPEC §2): read with its token,
+    so a tool call of the run needs no statement of its own to learn them."""
+
+    destination_id: uuid.UUID
+    requester_id: uuid.UUID
+    current_message_id: uuid.UUID | None
+    recent_message_ids: tuple[uuid.UUID, ...]
+
+
+@dataclass(frozen=True)
 class Caller:
     token_id: uuid.UUID
     workspace_id: uuid.UUID
     kind: str
     agent_id: uuid.UUID | None
     run_id: uuid.UUID | None
+    # A run token's run, read by the same statement as the token.
+    run: RunFacts | None = None
 
     is_authenticated = True
     is_anonymous = False

@@ -1,16 +1,24 @@
-"""Statements run as server-side prepared statements, planned per connection, not per call.
+"""Statements run as server-side prepared statements with a generic plan: planned once per
+connection, never per call.
 
 Django binds parameters on the client, so PostgreSQL parses and plans every statement again on
-every call. For most statements that costs a fraction of a millisecond; a statement of a dozen
-CTEs (search_history's) takes longer to plan than a rare-term search takes to run. Prepared,
-it is planned with its values for its first five runs on a connection and then, where
-PostgreSQL finds a generic plan no worse, not planned at all; the pooled connection keeps it.
+every call. For most statements that costs a fraction of a millisecond; a statement of a few
+dozen CTEs (search_history's) takes longer to plan than a rare-term search takes to run.
+Prepared, it is planned once on each pooled connection, and generically
+(``SET LOCAL plan_cache_mode = force_generic_plan`` in its transaction: PostgreSQL's default
+would plan the first five calls with their values and then only maybe settle on the generic
+plan, so the cost of a call would depend on its connection's history). A statement run here
+must therefore be safe under any plan its tables' statistics can give it, which its own tests
+show (``tests/search_app/test_plan_safety.py``).
 
-It is off unless ``DATABASE_PREPARED_STATEMENTS=1``. A generic plan is made from the tables'
-statistics at the time; made while a table was nearly empty and kept after it grew, one read
-each candidate's document through the GIN index rather than the primary key, once per row
-(docs/search.md). Leave it off behind a pooler that cannot carry prepared statements across
-transactions (PgBouncer in transaction mode before 1.21).
+The statement goes out in a pipeline with its transaction's ``BEGIN`` and that ``SET LOCAL``:
+one round trip, whose only other one is the ``COMMIT`` the caller's ``atomic`` block sends
+once it has done with the rows (so a failure while it reads them still keeps nothing).
+
+``DATABASE_PREPARED_STATEMENTS=0`` turns preparing off (behind a pooler that cannot carry
+prepared statements across transactions, PgBouncer in transaction mode before 1.21); a
+connection that logs its queries (DEBUG, a test capturing them) runs the statement unprepared,
+so the log holds it with its values.
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ from psycopg.rows import namedtuple_row
 
 from formation.sql import named_rows
 
+GENERIC_PLANS = "SET LOCAL plan_cache_mode = force_generic_plan"
+
 
 class _PreparingCursor(psycopg.Cursor):
     """A server-binding cursor whose every statement is prepared (psycopg keeps the
@@ -36,16 +46,19 @@ class _PreparingCursor(psycopg.Cursor):
 
 def fetch_all(sql: str, params: Mapping[str, Any]) -> list[Any]:
     """Every row of ``sql`` with ``params``, as named tuples (read by column name, like
-    ``formation.sql.named_rows``), run prepared on Django's connection, through
-    Django's cursor wrapper (execute wrappers such as the statement timeout, and error
-    translation, see it like any other statement). A connection that logs its queries (DEBUG,
-    a test capturing them) runs it unprepared, so the log holds the statement with its values."""
+    ``formation.sql.named_rows``), run prepared on Django's connection inside the caller's
+    transaction, through Django's cursor wrapper (execute wrappers such as the statement
+    timeout, and error translation, see it like any other statement)."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("fetch_all runs its statement in the caller's transaction.")
     if not settings.DATABASE_PREPARED_STATEMENTS or connection.queries_logged:
         with named_rows() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchall()
     connection.ensure_connection()
-    preparing = _PreparingCursor(connection.connection, row_factory=namedtuple_row)
-    with connection.make_cursor(preparing) as cursor:
+    raw = connection.connection
+    preparing = _PreparingCursor(raw, row_factory=namedtuple_row)
+    with raw.pipeline(), connection.make_cursor(preparing) as cursor:
+        raw.execute(GENERIC_PLANS)
         cursor.execute(sql, params)
         return cursor.fetchall()

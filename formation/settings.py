@@ -173,12 +173,12 @@ if DATABASE_POOL:
         raise SystemExit("DATABASE_POOL_MIN_SIZE must not exceed DATABASE_POOL_MAX_SIZE.")
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = _pool
 
-# search_history's statement can run prepared (formation/prepared.py): planned per pooled
-# connection, not per call. Off by default: a generic plan made on stale statistics (tables that
-# grew since their last ANALYZE) can read documents through the wrong index per row. Django
-# turns psycopg's preparing off; a threshold no statement reaches turns it on for the statements
-# that ask (Django's own cursors bind on the client and are never prepared).
-DATABASE_PREPARED_STATEMENTS = env_bool("DATABASE_PREPARED_STATEMENTS", False)
+# search_history's statement runs prepared with a generic plan (formation/prepared.py): planned
+# once per pooled connection, not per call. 0 turns that off (PgBouncer in transaction mode
+# before 1.21). Django turns psycopg's preparing off; a threshold no statement reaches turns it
+# on for the statements that ask (Django's own cursors bind on the client and are never
+# prepared).
+DATABASE_PREPARED_STATEMENTS = env_bool("DATABASE_PREPARED_STATEMENTS", True)
 DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 2**31 - 1
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -136,24 +136,23 @@ def _run_row(lock: str | None) -> str:
     )"""
 
 
-def scope_statement(lock: str | None) -> str:
-    """One statement: the run's row (locked ``FOR UPDATE`` or ``FOR SHARE`` with ``lock``)
-    and the scope its perspective needs, from the canonical tables.
+def scope_from_tables(lock: str | None) -> str:
+    """The CTEs of the run's row (locked ``FOR UPDATE`` or ``FOR SHARE`` with ``lock``) and the
+    scope its perspective needs, read from the canonical tables, for a ``WITH`` clause (no
+    leading comma): the names the rule fragments rely on, as ``scope_ctes`` gives them.
 
-    ``permitted``: conversations of the workspace whose audience permits D (rule 3);
-    ``observed_intervals``: A's membership intervals in permitted conversations;
-    ``requester_accounts``: R and the accounts joined to R by a live link;
-    ``agent_rooms``: every conversation A was ever a member of, and ``unknown_rooms`` those of
-    them whose audience is unknown (for the exclusion reasons).
+    ``permitted``: conversations of the workspace whose audience permits D (rule 3), and
+    ``permitted_array`` the same as one array; ``observed_intervals``: A's membership intervals
+    in permitted conversations; ``requester_accounts``: R and the accounts joined to R by a live
+    link; ``agent_rooms``: every conversation A was ever a member of, and ``unknown_rooms`` those
+    of them whose audience is unknown (for the exclusion reasons).
 
     ``destination_readers`` are every account of a public D's workspace, else D's current
-    humans. One scan of the intervals feeds their three arrays, so element i of each is the
-    same interval. A lock waits for whoever holds the run, and the row it then returns is the
-    newest one (READ COMMITTED re-reads a locked row), so the budget counter on it is the one
-    the previous search committed.
+    humans. A lock waits for whoever holds the run, and the row it then returns is the newest
+    one (READ COMMITTED re-reads a locked row), so the budget counter on it is the one the
+    previous search committed.
     """
-    return f"""
-    WITH {_run_row(lock)}, destination_readers AS MATERIALIZED (
+    return f"""{_run_row(lock)}, destination_readers AS MATERIALIZED (
         SELECT a.id AS account_id FROM {table(Account)} AS a
         WHERE a.workspace_id = %(p_workspace)s
           AND (SELECT destination_kind FROM run) = {PUBLIC}
@@ -172,23 +171,37 @@ def scope_statement(lock: str | None) -> str:
             AS person
         WHERE account_id IS NOT NULL
     ), permitted AS MATERIALIZED ({_permitted_rooms()}
+    ), permitted_array AS MATERIALIZED (SELECT ARRAY(SELECT id FROM permitted) AS ids
     ), agent_memberships AS MATERIALIZED (
         SELECT conversation_id, joined_at, left_at FROM {table(Membership)}
         WHERE workspace_id = %(p_workspace)s AND agent_id = (SELECT agent_id FROM run)
-    ), observed_intervals AS (
+    ), agent_rooms AS MATERIALIZED (
+        SELECT DISTINCT conversation_id AS id FROM agent_memberships
+    ), unknown_rooms AS MATERIALIZED (
+        SELECT c.id FROM {table(Conversation)} AS c
+        WHERE c.workspace_id = %(p_workspace)s AND c.kind = {UNKNOWN}
+          AND c.id IN (SELECT id FROM agent_rooms)
+    ), observed_intervals AS MATERIALIZED (
         SELECT * FROM agent_memberships
         WHERE conversation_id IN (SELECT id FROM permitted)
     ), requester_accounts AS MATERIALIZED (
-        {_same_person("(SELECT requester_id FROM run)")}
-    )
+        SELECT account_id FROM ({_same_person("(SELECT requester_id FROM run)")}) AS person
+        WHERE account_id IS NOT NULL
+    )"""
+
+
+def scope_statement(lock: str | None) -> str:
+    """One statement: the run's row (``scope_from_tables``) and its scope as arrays, for the
+    later statements of a call (``scope_ctes`` unpacks them). One scan of the intervals feeds
+    their three arrays, so element i of each is the same interval."""
+    return f"""
+    WITH {scope_from_tables(lock)}
     SELECT run.*,
-           ARRAY(SELECT id FROM permitted)::text,
+           (SELECT ids FROM permitted_array)::text,
            intervals.conversations::text, intervals.joined::text, intervals.left_at::text,
-           ARRAY(SELECT account_id FROM requester_accounts WHERE account_id IS NOT NULL)::text,
-           ARRAY(SELECT DISTINCT conversation_id FROM agent_memberships)::text,
-           ARRAY(SELECT c.id FROM {table(Conversation)} AS c
-                 WHERE c.workspace_id = %(p_workspace)s AND c.kind = {UNKNOWN}
-                   AND c.id IN (SELECT conversation_id FROM agent_memberships))::text
+           ARRAY(SELECT account_id FROM requester_accounts)::text,
+           ARRAY(SELECT id FROM agent_rooms)::text,
+           ARRAY(SELECT id FROM unknown_rooms)::text
     FROM run, (
         SELECT coalesce(array_agg(conversation_id), '{{}}') AS conversations,
                coalesce(array_agg(joined_at), '{{}}') AS joined,

@@ -105,7 +105,7 @@ def ranking(hit: Hit) -> dict[str, Any]:
     contribution rounded to six decimals, and the score their rounded sum (rounding the exact
     sum instead can differ in the last digit, so the record would not add up and would
     disagree with the answer)."""
-    components = {name: round(value, 6) for name, value in hit.components.items()}
+    components = hit.recorded or {name: round(value, 6) for name, value in hit.components.items()}
     return {
         "messageId": str(hit.message.id),
         "score": round(sum(components.values()), 6),

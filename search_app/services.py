@@ -2,14 +2,14 @@
 agent's memories (SPEC §4). The reply, with its final delivery check, is
 ``runs.services.run_reply``.
 
-Concurrency. The run's row is locked (``runs.services.run_lock``, ``SELECT ... FOR UPDATE``) by
-the statement that reads the call's scope, before anything else is read, so searches, replies and
-memories of one run take turns (tool calls share-lock it); the locked row carries the budget
-counter the previous search committed, and under READ COMMITTED every later statement sees the
-evidence it committed, so the count can never pass the ceiling, however many searches run at
-once. Calls on different runs never wait for each other. The hits, their texts and their
-neighbours are read by one statement that applies every rule, so a message deleted meanwhile is
-never returned.
+Concurrency. The run's row is locked (``SELECT ... FOR UPDATE``) by the statement that reads
+the call's scope, so searches, replies and memories of one run take turns (tool calls
+share-lock it); the locked row carries the budget counter the previous search committed, and
+evidence is inserted once per message whatever ran at the same time, so the count can never
+pass the ceiling, however many searches run at once (``search_app.history.spend``). Calls on
+different runs never wait for each other. search_history's hits, texts and neighbours, its
+evidence and its audit are one statement that applies every rule, so a message deleted
+meanwhile is never returned, and no evidence is kept without its audit.
 """
 
 from __future__ import annotations
@@ -18,16 +18,19 @@ import uuid
 from datetime import datetime
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from audit_app import services as audit
-from audit_app.models import SearchOutcome, SearchTool
+from audit_app.models import SearchTool
 from formation import metrics
+from formation.auth import RunFacts
+from formation.errors import Forbidden, NotFound
 from formation.fields import format_timestamp
 from formation.sql import table
-from messages_app.models import Conversation, Message, MessageLineage, MessageLineageRoom
+from messages_app.models import Conversation, Message, MessageLineage, MessageLineageRoom, Run
 from search_app.errors import SearchBudgetExhausted, SearchLimitDetails
+from search_app.history import terms
 from search_app.history.read import history_read
 from search_app.history.results import HistoryFilters, HistorySearch, Hit
 from search_app.limits import EVIDENCE_BUDGET, Budget
@@ -36,39 +39,8 @@ from search_app.queries import memory_hits
 from search_app.query.highlights import highlights
 from search_app.query.parse import parse_query
 from search_app.runs.selectors import run_sources
-from search_app.runs.services import run_evidence_record, run_lock
+from search_app.runs.services import RUN_FINISHED, coordinator_run_lock, run_lock
 from search_app.scope import Perspective
-from search_app.serializers import ranking
-
-SEARCH_TOOL = "search_history"
-
-
-def _spend(hits: list[Hit], seen: set, remaining: int) -> tuple[list[Hit], list, int]:
-    """Keep what fits the budget: hits first (best first), then neighbours (nearest first).
-
-    A message already in the run's evidence costs nothing. Returns the kept hits, the newly
-    spent message ids in order, and how many distinct messages were left out.
-    """
-    spent: list = []
-    left_out: set = set()
-
-    def take(message_id) -> bool:
-        if message_id in seen:
-            return True
-        if len(spent) < remaining:
-            seen.add(message_id)
-            spent.append(message_id)
-            return True
-        left_out.add(message_id)
-        return False
-
-    kept = [hit for hit in hits if take(hit.message.id)]
-    for hit in kept:
-        nearest_first = [*reversed(hit.before), *hit.after]
-        allowed = {m.id for m in nearest_first if take(m.id)}
-        hit.before = [m for m in hit.before if m.id in allowed]
-        hit.after = [m for m in hit.after if m.id in allowed]
-    return kept, spent, len(left_out)
 
 
 def search_history(
@@ -79,70 +51,110 @@ def search_history(
     filters: HistoryFilters,
     limit: int,
     now: datetime | None = None,
+    run: RunFacts | None = None,
+    agent_id: uuid.UUID | None = None,
 ) -> HistorySearch:
     """Search the run's perspective, record what it returns as evidence, and audit the call.
 
-    Statements: the run's lock with its scope, the hits statement (hits, neighbours,
-    highlights, exclusion counts), the evidence (whose trigger moves the budget counter on),
-    the audit event, in one transaction. The audit event (SPEC §7) is written in the same
-    transaction as the evidence, also for a call refused because the budget is spent, so "who
-    searched for X" has a complete answer; if it cannot be written, ``audit_unavailable`` rolls
-    the whole call back (a constraint PostgreSQL checks only at COMMIT included). A query with
-    no searchable word is refused before any of this and is not audited: nothing was searched.
+    Two statements: the query's parse (``parse_query``; a query with no searchable word is
+    refused there and not audited: nothing was searched), then the hits statement
+    (``search_app.history``), which locks the run, reads its scope, ranks, reads the
+    neighbours, records the evidence and writes the audit event (SPEC §7), also for a call
+    refused because the budget is spent, so "who searched for X" has a complete answer. It
+    travels with its transaction's BEGIN (``formation.prepared``); the COMMIT follows once the
+    answer is built, so a failure while building it keeps nothing. If PostgreSQL refuses the
+    audit (or anything at that COMMIT), nothing of the call is kept: ``audit_unavailable``.
+
+    ``run`` and ``agent_id`` are what a run token's look-up read of the run (``Caller.run``);
+    without them they are read here.
     """
     query = parse_query(query_text, workspace_id=workspace_id)
+    perspective = _perspective(workspace_id, run_id, run, agent_id)
+    routes = terms.routes(query, terms.frequencies())
+    audit_parts = audit.search_event_statement_parts(
+        query_text=query_text, filters=_filters_record(filters, limit=limit)
+    )
     now = now or timezone.now()
-    filters_record = _filters_record(filters, limit=limit)
-    with audit.audited_atomic():
-        perspective, state = run_lock(workspace_id=workspace_id, run_id=run_id, exclusive=True)
-        used = state.history_evidence_count
-        remaining = EVIDENCE_BUDGET - used
-        if remaining <= 0:
-            _audit_search(
-                perspective,
-                query_text=query_text,
-                filters=filters_record,
-                hits=[],
-                exclusions={},
-                exclusions_capped=False,
-                budget_used=used,
-                outcome=SearchOutcome.BUDGET_EXHAUSTED,
+    try:
+        with audit.audited_atomic():
+            if connection.is_citus:
+                coordinator_run_lock(run_id, exclusive=True)
+            found = history_read(
+                perspective, query, filters, limit=limit, now=now, routes=routes, audit=audit_parts
             )
-            exhausted = Budget(used=used)
-        else:
-            exhausted = None
-            found = history_read(perspective, query, filters, limit=limit, now=now)
-            # Everything already returned to the model is free to return again.
-            hits, spent, trimmed = _spend(found.hits, found.seen, remaining)
-            run_evidence_record(
-                workspace_id=workspace_id, run_id=run_id, message_ids=spent, tool=SEARCH_TOOL
-            )
-            budget = Budget(used=used + len(spent))
-            _audit_search(
-                perspective,
-                query_text=query_text,
-                filters=filters_record,
-                hits=hits,
-                exclusions={**found.exclusions, "budget": trimmed},
-                exclusions_capped=found.capped,
-                budget_used=budget.used,
-            )
-            # Inside the transaction: if anything fails from here on, no evidence or audit
-            # is recorded for results the model never received.
+            # Inside the transaction: if anything fails from here on, no evidence or audit is
+            # recorded for results the model never received.
+            hits = found.hits
             marked = highlights(
                 [hit.message.content for hit in hits], query, [hit.marked for hit in hits]
             )
-    # Counted once committed: a search the audit refused returned nothing.
-    if exhausted is not None:
+    except OperationalError:
+        raise
+    except DatabaseError as error:
+        # The statement wrote the evidence and the audit event together: refused, neither is.
+        raise audit.search_event_refused(error) from None
+    if not found.found:
+        raise NotFound()
+    if not found.open:
+        raise Forbidden(RUN_FINISHED)
+    if found.used >= EVIDENCE_BUDGET:
         if settings.METRICS_ENABLED:
             metrics.SEARCH_BUDGET_EXHAUSTED.inc()
-        raise SearchBudgetExhausted(details=SearchLimitDetails.render({"budget": exhausted}))
+        raise SearchBudgetExhausted(
+            details=SearchLimitDetails.render({"budget": Budget(used=found.used)})
+        )
     if settings.METRICS_ENABLED:
         metrics.SEARCH_HITS.observe(len(hits))
         metrics.SEARCH_NEIGHBOURS.observe(neighbour_count(hits))
-        metrics.SEARCH_BUDGET_TRIMMED.inc(trimmed)
+        metrics.SEARCH_BUDGET_TRIMMED.inc(found.left_out)
         metrics.count_exclusions(found.exclusions)
-    return HistorySearch(hits=hits, highlights=marked, budget=budget, trimmed=trimmed)
+    return HistorySearch(
+        hits=hits,
+        highlights=marked,
+        budget=Budget(used=found.used + found.added),
+        trimmed=found.left_out,
+    )
+
+
+def _perspective(
+    workspace_id: uuid.UUID,
+    run_id: uuid.UUID,
+    run: RunFacts | None,
+    agent_id: uuid.UUID | None,
+) -> Perspective:
+    """Who asks, for which audience, from the run's facts (read here when not given); the
+    statement reads the scope itself."""
+    if run is None or agent_id is None:
+        row = (
+            Run.objects.filter(workspace_id=workspace_id, id=run_id)
+            .values_list(
+                "agent_id",
+                "conversation_id",
+                "requester_id",
+                "current_message_id",
+                "recent_message_ids",
+            )
+            .first()
+        )
+        if row is None:
+            raise NotFound()
+        agent_id, destination, requester, current, recent = row
+        run = RunFacts(
+            destination_id=destination,
+            requester_id=requester,
+            current_message_id=current,
+            recent_message_ids=tuple(recent),
+        )
+    return Perspective(
+        workspace_id=workspace_id,
+        agent_id=agent_id,
+        destination_id=run.destination_id,
+        destination_kind="",
+        requester_id=run.requester_id,
+        current_message_id=run.current_message_id,
+        recent_message_ids=run.recent_message_ids,
+        run_id=run_id,
+    )
 
 
 def neighbour_count(hits: list[Hit]) -> int:
@@ -158,45 +170,6 @@ def _filters_record(filters: HistoryFilters, *, limit: int) -> dict[str, object]
         "before": format_timestamp(filters.before),
         "limit": limit,
     }
-
-
-def _audit_search(
-    perspective: Perspective,
-    *,
-    query_text: str,
-    filters: dict[str, object],
-    hits: list[Hit],
-    exclusions: dict[str, int],
-    exclusions_capped: bool,
-    budget_used: int,
-    outcome: str = SearchOutcome.ANSWERED,
-) -> None:
-    """The search's audit event (SPEC §7), in the caller's transaction: who searched, for which
-    audience, and what came back (each neighbour once, in the order the hits list them; a hit
-    is listed only as a hit), with the rankings the answer shows."""
-    hit_ids = [hit.message.id for hit in hits]
-    neighbour_ids = dict.fromkeys(
-        message.id
-        for hit in hits
-        for message in (*hit.before, *hit.after)
-        if message.id not in hit_ids
-    )
-    audit.search_event_record(
-        workspace_id=perspective.workspace_id,
-        run_id=perspective.run_id,
-        agent_id=perspective.agent_id,
-        destination_id=perspective.destination_id,
-        requester_id=perspective.requester_id,
-        query_text=query_text,
-        filters=filters,
-        hit_ids=hit_ids,
-        neighbour_ids=list(neighbour_ids),
-        rankings=[ranking(hit) for hit in hits],
-        exclusions=exclusions,
-        exclusions_capped=exclusions_capped,
-        budget_used=budget_used,
-        outcome=outcome,
-    )
 
 
 # --- memories (SPEC §4) ----------------------------------------------------------------------

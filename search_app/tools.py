@@ -32,6 +32,8 @@ def search_history(call: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
         query_text=arguments["query"],
         filters=history_filters(arguments),
         limit=arguments.get("limit") or DEFAULT_HITS,
+        run=call.caller.run,
+        agent_id=call.caller.agent_id,
     )
     call.counts.update(hits=len(result.hits), neighbours=services.neighbour_count(result.hits))
     return search_history_body(result)

@@ -1,4 +1,4 @@
-"""The hits statement's second stage: the surroundings of the best matches, and the context
+"""The hits statement's fourth stage: the surroundings of the best matches, and the context
 each message there takes, up to the scored ``candidates``.
 
 ``pool`` is the ``CONTEXT_POOL`` best eligible matches by their own score, checked on their
@@ -22,8 +22,8 @@ from functools import cache
 from formation.sql import literals, table
 from messages_app.models import Message
 from search_app.history import ranking
-from search_app.history.matches import filter_conditions, speakers_cte
-from search_app.history.results import HistoryFilters
+from search_app.history.candidates import filter_conditions
+from search_app.history.matches import speakers_cte
 from search_app.models import MessageSearchDocument
 from search_app.perspective import eligible_condition
 from search_app.query.parse import TermQuery
@@ -157,7 +157,7 @@ def receiver_speakers_cte(query: TermQuery) -> str:
     return speakers_cte(query, "receiver_speakers", "receivers")
 
 
-def candidates_cte(query: TermQuery, filters: HistoryFilters) -> str:
+def candidates_cte(query: TermQuery) -> str:
     """Every receiver within the caller's filters that the query finds, scored on everything
     but closeness: one that matched it, or one whose sender the query names and whose eligible
     neighbours hold its words (``receiver_speakers``: a named participant's answer to a
@@ -170,6 +170,6 @@ def candidates_cte(query: TermQuery, filters: HistoryFilters) -> str:
             FROM receivers AS r
             {ranking.speaker_joins("r", "receiver_speakers")}
             WHERE (r.matched_terms > 0 OR (r.context > 0 AND {ranking.NAMED_SPEAKER} = 1))
-              {filter_conditions(filters, "r")}
+              {filter_conditions("r")}
         ) AS c
     )"""

@@ -1,5 +1,5 @@
-"""The hits statement's last stage: closeness where it can change the outcome, the page read
-and checked again from the canonical messages, the hits' neighbours, and the one result set.
+"""The hits statement's fifth stage: closeness where it can change the outcome, the page read
+and checked again from the canonical messages, and the hits' neighbours.
 
 ``leaders`` are the ``fetch`` best candidates on everything but closeness, with their gap;
 ``floor`` is the worst final score among them, under which the true ``fetch``-th best cannot
@@ -7,9 +7,7 @@ be; ``contenders`` add every other candidate within what closeness could ever ad
 ``ranked`` orders them by their whole score. ``page`` reads the best from the canonical
 messages, with their conversations and speakers, and checks every rule again (a drifted
 projection row drops out here, which ``statement.RECHECK_MARGIN`` allows for); ``nearby``
-finds their neighbours. ``answer`` returns all of it, and the exclusion counts, as one result
-set tagged by ``kind``: each branch fills the columns of ``ANSWER_COLUMNS`` it has, by name,
-and leaves the others NULL.
+finds their neighbours.
 """
 
 from __future__ import annotations
@@ -17,8 +15,8 @@ from __future__ import annotations
 from functools import cache
 
 from formation.sql import table
-from messages_app.models import Account, Agent, Conversation, Message, RunEvidence
-from messages_app.selectors import SUMMARY_COLUMNS, summary_columns
+from messages_app.models import Account, Agent, Conversation, Message
+from messages_app.selectors import summary_columns
 from search_app.history import ranking
 from search_app.history.context import NEIGHBOURS_EACH_SIDE, nearest
 from search_app.history.matches import SPEAKER_NAME
@@ -26,20 +24,6 @@ from search_app.perspective import eligible_condition, receivable_reference
 
 # What a hit carries besides its summary and ranking values.
 NAMING_COLUMNS = ("conversation_title", "conversation_kind", "speaker_name")
-# The columns of the statement's one result set, by name: a hit fills all of them; a
-# neighbour its place, summary and ``seen``; an exclusion count its ``reason`` and ``matches``.
-ANSWER_COLUMNS = (
-    "kind",
-    "position",
-    "side",
-    *SUMMARY_COLUMNS,
-    *ranking.RANKING_COLUMNS,
-    *NAMING_COLUMNS,
-    "marked",
-    "seen",
-    "reason",
-    "matches",
-)
 
 
 @cache
@@ -129,51 +113,3 @@ def nearby_cte() -> str:
             {nearest("after", "hit", NEIGHBOURS_EACH_SIDE)}
         ) AS nearby
     )"""
-
-
-def _seen(row: str) -> str:
-    """Message ``row`` is already the run's evidence."""
-    return f"""EXISTS (SELECT 1 FROM {table(RunEvidence)} AS e
-                   WHERE e.workspace_id = %(p_workspace)s AND e.run_id = %(p_run)s
-                     AND e.message_id = {row}.id)"""
-
-
-def _select(values: dict[str, str]) -> str:
-    """One branch of the result set: ``values`` by column name, NULL in every other column."""
-    return ", ".join(values.get(column, "NULL") for column in ANSWER_COLUMNS)
-
-
-@cache
-def answer() -> str:
-    """The statement's one result set: the hits, their neighbours and the exclusion counts,
-    each row tagged by ``kind``. The first branch names the columns (``ANSWER_COLUMNS``)."""
-    hit = {
-        "kind": "'hit' AS kind",
-        "position": "p.position",
-        "side": "NULL AS side",
-        **{
-            column: f"p.{column}"
-            for column in (*SUMMARY_COLUMNS, *ranking.RANKING_COLUMNS, *NAMING_COLUMNS)
-        },
-        "marked": """ts_headline(%(config)s::regconfig, formation_search_masked(p.content),
-                       %(q_any)s::tsquery, %(h_options)s) AS marked""",
-        "seen": f"{_seen('p')} AS seen",
-        "reason": "NULL AS reason",
-        "matches": "NULL::bigint AS matches",
-    }
-    neighbour = {
-        "kind": "'neighbour'",
-        "position": "n.position",
-        "side": "n.side",
-        **{column: f"n.{column}" for column in SUMMARY_COLUMNS},
-        "seen": _seen("n"),
-    }
-    exclusion = {"kind": "'exclusion'", "reason": "excluded.reason", "matches": "count(*)"}
-    return f"""SELECT {_select(hit)}
-    FROM page AS p
-    UNION ALL
-    SELECT {_select(neighbour)}
-    FROM nearby AS n
-    UNION ALL
-    SELECT {_select(exclusion)}
-    FROM excluded WHERE excluded.reason IS NOT NULL GROUP BY excluded.reason"""

@@ -34,6 +34,9 @@ class Hit:
     marked: str | None = None
     before: list[MessageRow] = field(default_factory=list)
     after: list[MessageRow] = field(default_factory=list)
+    # Each contribution rounded to six decimals as the search's audit event recorded it (the
+    # statement rounds it; Python's rounding of a float can differ in the last digit).
+    recorded: dict[str, float] | None = None
 
     @property
     def score(self) -> float:

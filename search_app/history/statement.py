@@ -1,21 +1,42 @@
-"""``hits_statement``: search_history's one statement, composed from its CTEs' builders.
+"""``hits_statement``: search_history's one statement, its stages in the order they run.
 
-The statement reads the search's matches from the projection once: every match is classified
-by ``perspective.exclusion_reason``; the eligible ones are ranked (``ranking``); the best are
-read, with their text, titles and speakers, from the canonical messages and checked again
-there; their neighbours are read and checked by the same statement, so a hit's text and its
-context come from the same snapshot that checked them. It embeds the perspective's
-``scope_ctes`` and rule fragments and only narrows what they allow.
+One statement does the whole call: it locks the run and reads its scope (``run``), finds each
+term's newest eligible matches (``terms``, ``candidates``), scores them on their own words
+(``matches``) and their surroundings (``context``), reads the page from the canonical messages
+and checks every rule there again, with the hits' neighbours (``page``), takes what fits the
+evidence budget (``spend``), records the evidence and the audit event (``record``) and answers
+it all as one result set (``answer``). It embeds the perspective's scope and rule fragments and
+only narrows what they allow.
+
+It runs as a prepared statement with a generic plan (``formation.prepared``): its text depends
+only on the number of terms, every other choice (routes, filters, the budget) is a parameter,
+so it is planned once per pooled connection and never again. Every stage reads a bounded number
+of rows whatever the plan (``tests/search_app/test_plan_safety.py``).
+
+Every CTE that holds a row per match, or an aggregate of them, is ``MATERIALIZED``: the planner
+estimates a word without statistics at a handful of matches, and an inlined aggregate is then
+recomputed once per row (quadratic; ``test_broad_matches``).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from audit_app.services import search_event_statement_parts
 from formation.sql import merge_params
-from search_app.history import context, matches, page, ranking
+from search_app.history import (
+    answer,
+    candidates,
+    context,
+    matches,
+    page,
+    ranking,
+    record,
+    run,
+    spend,
+    terms,
+)
 from search_app.history.results import HistoryFilters
-from search_app.perspective import scope_ctes
 from search_app.query.highlights import highlight_markers
 from search_app.query.parse import TermQuery
 from search_app.scope import Perspective
@@ -34,29 +55,35 @@ def hits_statement(
     *,
     limit: int,
     now: datetime,
+    routes: tuple[str, ...] | None = None,
+    audit: tuple[str, dict[str, object]] | None = None,
 ) -> tuple[str, dict[str, object]]:
-    """The history statement and its parameters (the scope included): what
-    ``history_read`` runs, and what the benchmark times as the perspective floor.
+    """The history statement and its parameters: what ``history_read`` runs.
 
-    ``matches`` is every match within the caller's filters, classified in one pass over the
-    projection (no message rows read); ``excluded`` counts the first ``EXCLUSION_SCAN`` of them
-    by reason; ``match_speakers`` finds the participants the query names; ``weights`` turns
-    the eligible ones' term frequencies into rarities; ``partial`` scores them on their own
-    words, speaker and signals; ``pool`` … ``receivers`` add the context of their
-    surroundings (``history.context``); ``candidates`` scores every receiver on everything but
-    closeness; ``leaders`` and ``contenders`` add closeness where it can matter; ``page`` reads
-    the best from the canonical messages and checks every rule again; ``nearby`` finds their
-    neighbours. One result set answers all of it, tagged by ``kind``.
-
-    Every CTE that holds a row per match, or an aggregate of them, is ``MATERIALIZED``: the
-    planner estimates a prefix, or a word without statistics, at a handful of matches, and an
-    inlined aggregate is then recomputed once per match (quadratic; ``test_broad_matches``).
+    ``routes`` are the terms' (``terms.routes``; by default from the column's statistics now);
+    ``audit`` is ``audit_app``'s INSERT target and parameters for the call's event
+    (``search_event_statement_parts``; by default for the query's terms, with no filters, as
+    tests and benchmarks that run the statement alone record it).
     """
+    if routes is None:
+        routes = terms.routes(query, terms.frequencies())
+    if audit is None:
+        audit = search_event_statement_parts(query_text=query.tsquery, filters={})
+    insert, audit_params = audit
     ctes = [
-        scope_ctes(),
+        run.run_ctes(),
         matches.requester_rooms_cte(),
-        matches.matches_cte(query, filters),
-        matches.excluded_cte(),
+        terms.terms_cte(query),
+        terms.extent_cte(),
+        terms.bucket_keys_cte(),
+        candidates.rare_matches_cte(),
+        candidates.walk_cte(),
+        candidates.walked_cte(),
+        candidates.examined_cte(),
+        candidates.excluded_cte(),
+        candidates.term_matches_cte(),
+        candidates.term_counts_cte(),
+        candidates.matches_cte(query),
         matches.match_speakers_cte(query),
         matches.weights_cte(query),
         matches.partial_cte(query),
@@ -65,19 +92,28 @@ def hits_statement(
         context.window_words_cte(query),
         context.receivers_cte(),
         context.receiver_speakers_cte(query),
-        context.candidates_cte(query, filters),
+        context.candidates_cte(query),
         page.leaders_cte(),
         page.floor_cte(),
         page.contenders_cte(),
         page.ranked_cte(),
         page.page_cte(),
         page.nearby_cte(),
+        spend.hit_spend_cte(),
+        spend.kept_hits_cte(),
+        spend.offered_cte(),
+        spend.taken_cte(),
+        record.page_scores_cte(),
+        record.recorded_cte(),
+        record.audited_cte(insert),
     ]
     sql = f"""
-    WITH {_CTE_SEPARATOR.join(ctes)}
-    {page.answer()}
+    WITH RECURSIVE {_CTE_SEPARATOR.join(ctes)}
+    {answer.answer()}
     """
-    return sql, _params(perspective, query, filters, limit=limit, now=now)
+    return sql, merge_params(
+        _params(perspective, query, filters, limit=limit, now=now, routes=routes), audit_params
+    )
 
 
 def _params(
@@ -87,6 +123,7 @@ def _params(
     *,
     limit: int,
     now: datetime,
+    routes: tuple[str, ...],
 ) -> dict[str, object]:
     """The statement's parameters, each group from the part of it that reads them (their
     prefixes: docs/design.md); ``merge_params`` refuses a name two groups would bind."""
@@ -94,11 +131,13 @@ def _params(
     return merge_params(
         perspective.params(),
         {"p_run": perspective.run_id},
+        run.run_params(),
         {"config": query.config, "q_any": query.tsquery},
         {f"q_t{i}": query.term(i) for i in range(len(query.terms))},
+        terms.term_params(query, routes),
         ranking.closeness_params(query),
-        matches.filter_params(filters),
-        matches.exclusion_params(),
+        candidates.filter_params(filters.speaker, filters.after, filters.before),
+        candidates.exclusion_params(),
         context.context_params(),
         {"r_now": now, "r_fetch": limit + RECHECK_MARGIN, "r_limit": limit},
         {"h_options": f"HighlightAll=true, StartSel={start}, StopSel={stop}"},

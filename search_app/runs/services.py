@@ -140,7 +140,7 @@ def run_lock(
     the same budget. The coordinator's lock does not move with the shards.
     """
     if connection.is_citus:
-        _coordinator_run_lock(run_id, exclusive=exclusive)
+        coordinator_run_lock(run_id, exclusive=exclusive)
     perspective, state = run_scope(
         workspace_id=workspace_id, run_id=run_id, lock="UPDATE" if exclusive else "SHARE"
     )
@@ -149,7 +149,7 @@ def run_lock(
     return perspective, state
 
 
-def _coordinator_run_lock(run_id: uuid.UUID, *, exclusive: bool) -> None:
+def coordinator_run_lock(run_id: uuid.UUID, *, exclusive: bool) -> None:
     """A transaction-level advisory lock on the coordinator, keyed by the run's id (the first
     64 bits of the UUID: collisions only make two runs wait for each other)."""
     key = int.from_bytes(uuid.UUID(str(run_id)).bytes[:8], "big", signed=True)

@@ -57,3 +57,28 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT CASE WHEN body ~ formation_cjk_class()
                 THEN regexp_replace(body, formation_cjk_class(), ' ', 'g') ELSE body END
 $$;
+
+-- Time buckets of a workspace's documents, for the search's index (search_document_bucket_gin,
+-- search_app/migrations/0009_bucketed_documents.py): a search reads a frequent word's newest
+-- matches bucket by bucket, newest first, and a rare word's in one scan of all its buckets
+-- (docs/search.md, "Bounded work"). A bucket is 2^22 seconds (48.5 days) of one workspace: its
+-- number counts buckets since 1970, and its key puts 47 bits of the workspace id above the
+-- number's low 16 bits, so the keys of two workspaces never meet (unless their ids share 47
+-- bits, when the search's workspace condition still tells them apart). Epoch seconds do not
+-- depend on the time zone, so these are immutable although date_part is only stable.
+CREATE OR REPLACE FUNCTION formation_search_bucket_number(at timestamptz) RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT floor(extract(epoch FROM at) / 4194304)::bigint
+$$;
+
+CREATE OR REPLACE FUNCTION formation_search_bucket_key(workspace uuid, number bigint)
+RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT ((('x' || translate(left(workspace::text, 13), '-', ''))::bit(48)::bigint >> 1) << 16)
+           | (number & 65535)
+$$;
+
+CREATE OR REPLACE FUNCTION formation_search_bucket(workspace uuid, at timestamptz) RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT formation_search_bucket_key(workspace, formation_search_bucket_number(at))
+$$;

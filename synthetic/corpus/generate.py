@@ -104,7 +104,7 @@ def corpus_generate(
     )
     with connection.cursor() as cursor:
         # Merge what is still in the GIN pending lists, so the first searches do not scan them.
-        for index in ("message_content_trgm", "search_document_gin"):
+        for index in ("message_content_trgm", "search_document_bucket_gin"):
             cursor.execute("SELECT gin_clean_pending_list(%s::regclass)", [index])
     analyze(Message, MessageSearchDocument, MessageLineage, Conversation)
     return CorpusReport(

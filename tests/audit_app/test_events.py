@@ -26,7 +26,7 @@ from messages_app import services
 from messages_app.models import Account, Agent, Conversation, Message, Run
 from messages_app.services import MessageDraft
 from search_app.errors import SearchBudgetExhausted
-from search_app.history import matches
+from search_app.history import candidates
 from search_app.models import SEARCH_CONFIG
 from search_app.serializers import search_history_body
 from tests import factories
@@ -461,7 +461,7 @@ def test_exclusions_respect_the_callers_filters(exclusion_world):
 def test_a_capped_scan_says_so(exclusion_world, monkeypatch):
     w = exclusion_world
     run, _ = exclusion_run(w)
-    monkeypatch.setattr(matches, "EXCLUSION_SCAN", 4)
+    monkeypatch.setattr(candidates, "EXCLUSION_SCAN", 4)
 
     factories.history(run, "orbit")
 
@@ -474,13 +474,14 @@ def test_a_capped_scan_says_so(exclusion_world, monkeypatch):
 
 
 def test_a_scan_that_classified_every_match_is_not_capped(exclusion_world, monkeypatch):
-    """BUG (search_app.history.matches.excluded_cte): ``capped`` is set when the scan reads exactly
-    EXCLUSION_SCAN rows, although no match was left unclassified ("more existed" is false)."""
+    """BUG (search_app.history.candidates.excluded_cte): ``capped`` is set when the scan reads
+    exactly EXCLUSION_SCAN rows, although no match was left unclassified ("more existed" is
+    false)."""
     w = exclusion_world
     run, _ = exclusion_run(w)
-    monkeypatch.setattr(matches, "EXCLUSION_SCAN", ORBIT_MATCHES + 1)
+    monkeypatch.setattr(candidates, "EXCLUSION_SCAN", ORBIT_MATCHES + 1)
     factories.history(run, "orbit")
-    monkeypatch.setattr(matches, "EXCLUSION_SCAN", ORBIT_MATCHES)
+    monkeypatch.setattr(candidates, "EXCLUSION_SCAN", ORBIT_MATCHES)
     factories.history(run, "orbit")
 
     roomy, exact = events(run)

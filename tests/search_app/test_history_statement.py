@@ -1,5 +1,5 @@
-"""The hits statement's composition (``search_app.history``): its CTEs in the plan's order,
-and its one result set named by ``page.ANSWER_COLUMNS``, as PostgreSQL names it too."""
+"""The hits statement's composition (``search_app.history``): its CTEs in the order its stages
+run, and its one result set named by ``answer.ANSWER_COLUMNS``, as PostgreSQL names it too."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from formation.sql import named_rows
-from search_app.history import page
+from search_app.history import answer
 from search_app.history.results import HistoryFilters
 from search_app.history.statement import hits_statement
 from search_app.query.parse import parse_query
@@ -19,30 +19,61 @@ from tests import factories
 pytestmark = pytest.mark.django_db
 
 PLAN = [
+    # run
+    "run",
+    "destination_readers",
+    "direct_reader",
+    "direct_continuity",
     "permitted",
     "permitted_array",
+    "agent_memberships",
     "agent_rooms",
     "unknown_rooms",
     "observed_intervals",
     "requester_accounts",
+    "state",
+    # matches (the requester's rooms, a signal)
     "requester_rooms",
-    "matches",
+    # terms
+    "terms",
+    "extent",
+    "bucket_keys",
+    # candidates
+    "rare_matches",
+    "walk",
+    "walked",
+    "examined",
     "excluded",
+    "term_matches",
+    "term_counts",
+    "matches",
+    # matches
     "match_speakers",
     "weights",
     "partial",
+    # context
     "pool",
     "windows",
     "window_words",
     "receivers",
     "receiver_speakers",
     "candidates",
+    # page
     "leaders",
     "floor",
     "contenders",
     "ranked",
     "page",
     "nearby",
+    # spend
+    "hit_spend",
+    "kept_hits",
+    "offered",
+    "taken",
+    # record
+    "page_scores",
+    "recorded",
+    "audited",
 ]
 
 
@@ -64,7 +95,9 @@ def statement(world):
 
 def test_the_ctes_come_in_the_plans_order_each_once(statement):
     sql, _ = statement
-    defined = re.findall(r"(?:WITH|,)\s+(\w+) AS (?:MATERIALIZED )?\(", sql)
+    defined = re.findall(
+        r"(?:WITH RECURSIVE|,)\s+(\w+)\s*(?:\([^)]*\))?\s+AS (?:MATERIALIZED )?\(", sql
+    )
     assert defined == PLAN
 
 
@@ -74,6 +107,6 @@ def test_the_result_set_is_named_by_the_answer_columns(statement):
         cursor.execute(sql, params)
         names = [column.name for column in cursor.description]
         rows = cursor.fetchall()
-    assert names == list(page.ANSWER_COLUMNS)
-    assert {row.kind for row in rows} == {"hit", "neighbour", "exclusion"}
+    assert names == list(answer.ANSWER_COLUMNS)
+    assert {row.kind for row in rows} == {"state", "hit", "neighbour", "exclusion"}
     assert all(row.reason is None for row in rows if row.kind == "hit")

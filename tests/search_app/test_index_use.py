@@ -13,14 +13,10 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
 
 from messages_app import selectors, services
-from search_app.history.read import ranked_hits
-from search_app.history.results import HistoryFilters
-from search_app.query.parse import parse_query
 from search_app.runs.services import run_create
-from search_app.scope import Perspective
+from tests.factories import history
 
 pytestmark = pytest.mark.django_db
 
@@ -59,23 +55,20 @@ def explain(sql: str, params: object = None) -> str:
         return "\n".join(row[0] for row in cursor.fetchall())
 
 
-def test_search_history_hits_can_use_the_search_document_gin_index(world, haystack):
+def test_search_history_hits_can_use_the_search_document_bucket_gin_index(world, haystack):
     run, _ = run_create(
         workspace_id=world.workspace.id,
         agent_id=world.agent.id,
         conversation_id=world.private.id,
         requester_id=world.alice.id,
     )
-    perspective = Perspective.of_run(run)
     with CaptureQueriesContext(connection) as captured:
-        hits = ranked_hits(
-            perspective, parse_query("quartz harbor"), HistoryFilters(), limit=8, now=timezone.now()
-        )
+        hits = history(run, "quartz harbor", limit=8).hits
     assert len(hits) == NEEDLES
     # The ranking statement: the one matching the query against the search documents.
     (statement,) = [query["sql"] for query in captured.captured_queries if "@@" in query["sql"]]
     plan = explain(statement)
-    assert "search_document_gin" in plan
+    assert "search_document_bucket_gin" in plan
 
 
 def test_search_messages_can_use_the_trigram_index(world, haystack):

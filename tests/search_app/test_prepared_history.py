@@ -1,9 +1,10 @@
 """search_history's statement runs prepared, and answers exactly as it does unprepared.
 
-``formation/prepared.py`` runs it as a server-side prepared statement so that PostgreSQL plans
-it per connection rather than per call, when ``DATABASE_PREPARED_STATEMENTS=1`` turns it on.
-``pg_prepared_statements`` counts each prepared statement's plans, custom and generic, so the
-tests read there whether the search ran prepared. Synthetic text only.
+``formation/prepared.py`` runs it as a server-side prepared statement with a generic plan, so
+that PostgreSQL plans it once per connection rather than per call, unless
+``DATABASE_PREPARED_STATEMENTS=0`` turns that off. ``pg_prepared_statements`` counts each
+prepared statement's plans, custom and generic, so the tests read there whether the search ran
+prepared, and how. Synthetic text only.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from tests.factories import at
 
 pytestmark = pytest.mark.django_db
 
-RUNS = 8  # beyond the five custom plans after which PostgreSQL may use a generic one
+RUNS = 8  # beyond the five custom plans after which PostgreSQL's default may use a generic one
 
 
 @pytest.fixture
@@ -32,16 +33,17 @@ def run(world):
     return made
 
 
-def _plans() -> int:
-    """How many times the connection's prepared history statement has been planned or run
-    from a generic plan (0 when it was never prepared)."""
+def _plans() -> tuple[int, int]:
+    """How many times the connection's prepared history statement has run from its generic
+    plan, and from a custom plan made for its values (0, 0 when it was never prepared)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT COALESCE(sum(generic_plans + custom_plans), 0) FROM pg_prepared_statements"
-            " WHERE statement LIKE %s",
+            "SELECT COALESCE(sum(generic_plans), 0), COALESCE(sum(custom_plans), 0)"
+            " FROM pg_prepared_statements WHERE statement LIKE %s",
             ["%match_speakers AS MATERIALIZED%"],
         )
-        return int(cursor.fetchone()[0])
+        generic, custom = cursor.fetchone()
+        return int(generic), int(custom)
 
 
 def _answer(run) -> list[tuple]:
@@ -50,13 +52,14 @@ def _answer(run) -> list[tuple]:
 
 
 def test_the_statement_runs_prepared_and_answers_as_it_does_unprepared(run):
-    before = _plans()
-    unprepared = _answer(run)
-    assert _plans() == before  # off by default
+    generic, custom = _plans()
+    with override_settings(DATABASE_PREPARED_STATEMENTS=False):
+        unprepared = _answer(run)
+    assert _plans() == (generic, custom)  # not prepared when turned off
 
-    with override_settings(DATABASE_PREPARED_STATEMENTS=True):
-        answers = [_answer(run) for _ in range(RUNS)]
+    answers = [_answer(run) for _ in range(RUNS)]
 
-    assert _plans() >= before + RUNS
+    # Prepared by default, and every run from the one generic plan: none planned for its values.
+    assert _plans() == (generic + RUNS, custom)
     assert len(unprepared) == 8
     assert all(answer == unprepared for answer in answers)

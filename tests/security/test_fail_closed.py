@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -57,8 +56,8 @@ def refuse_inserts(table: str) -> None:
     factories.refuse_inserts(table, "refusedcanary")
 
 
-def allow_inserts(table: str) -> None:
-    factories.allow_inserts(table)
+def allow_inserts(table: str, *, name: str = "test_refuse_insert") -> None:
+    factories.allow_inserts(table, name=name)
 
 
 def room(workspace: Workspace, kind: str, *members: Account | Agent) -> Conversation:
@@ -132,13 +131,18 @@ def test_a_tool_whose_evidence_cannot_be_recorded_returns_nothing(
     secret_world: tuple[World, Message, Run, APIClient], tool: str
 ) -> None:
     """The read and its evidence share one transaction: if the evidence row is refused, the
-    answer is an error, so the model never holds a message the delivery check cannot see."""
+    answer is an error, so the model never holds a message the delivery check cannot see.
+    search_history writes its evidence and its audit event with one statement, so a refusal of
+    either is the call's record refused: ``audit_unavailable``, as for the audit's own."""
     world, message, run, client = secret_world
     refuse_inserts(RunEvidence._meta.db_table)
 
     response = TOOL_CALLS[tool](client, world, message)
 
-    assert_error(response, 500, "internal_error")
+    if tool == "search_history":
+        assert_error(response, 503, "audit_unavailable")
+    else:
+        assert_error(response, 500, "internal_error")
     text = response.content.decode()
     assert "zephyrcanary" not in text
     assert str(message.id) not in text
@@ -199,29 +203,51 @@ def test_a_memory_whose_lineage_cannot_be_stored_is_not_kept(
 # --- timeouts, lost connections and retries ----------------------------------------------------
 
 
+def stall_audit_after_evidence(run: Run, evidence: int) -> None:
+    """After the statement that writes the run's audit event, stall it in the database (so
+    that the API's statement_timeout cancels it) if, and only if, the run's ``evidence`` rows
+    exist then: the partial state was there when it failed. Otherwise fail loudly. Test
+    transaction only; ``allow_inserts`` with the same name removes it."""
+    events_table = ConversationSearchEvent._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            CREATE FUNCTION test_stall_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF (SELECT count(*) FROM {RunEvidence._meta.db_table}
+                    WHERE run_id = '{run.id}') = {evidence} THEN
+                    PERFORM pg_sleep(5);
+                ELSE
+                    RAISE EXCEPTION 'the evidence was not written before the audit';
+                END IF;
+                RETURN NULL;
+            END $$
+            """
+        )
+        cursor.execute(
+            f"CREATE TRIGGER test_stall_audit AFTER INSERT ON {events_table} "
+            "FOR EACH STATEMENT EXECUTE FUNCTION test_stall_audit()"
+        )
+
+
 @pytest.mark.django_db
 def test_a_search_cancelled_after_its_evidence_was_written_leaves_nothing(
-    settings: Any, monkeypatch: pytest.MonkeyPatch
+    settings: Any,
 ) -> None:
     """The statement timeout fires after the hits, neighbours and evidence rows exist and
-    before the audit: 503, no items, no evidence, no event, and a retry starts from zero."""
+    while the audit is written: 503, no items, no evidence, no event, and a retry starts from
+    zero."""
     _, agent, alice, public = factories.observed_public_room()
     hits = [factories.post(public, alice, f"orbit report {i}", created_at=at(i)) for i in (1, 2)]
     run, client = factories.make_run(agent, public, alice)
     settings.API_STATEMENT_TIMEOUT_MS = 500
-    written: list[set[uuid.UUID]] = []
-
-    def cancelled(*args: Any, **kwargs: Any) -> None:
-        written.append(evidence_ids(run))
-        sleep_in_the_database()
-
-    monkeypatch.setattr("audit_app.services.search_event_record", cancelled)
+    # The partial state existed when it failed: the trigger stalls only if both rows are there.
+    stall_audit_after_evidence(run, evidence=len(hits))
     started = time.monotonic()
 
     response = search(client, {"query": "orbit"})
 
     assert time.monotonic() - started < 4
-    assert written == [{m.id for m in hits}]  # the partial state existed when it failed
     body = assert_error(response, 503, "unavailable")
     assert set(body) == {"error"}
     assert "orbit" not in response.content.decode()
@@ -229,7 +255,7 @@ def test_a_search_cancelled_after_its_evidence_was_written_leaves_nothing(
     assert not events(run).exists()
     assert statement_timeout() == "0"
 
-    monkeypatch.undo()
+    allow_inserts(ConversationSearchEvent._meta.db_table, name="test_stall_audit")
     retried = search(client, {"query": "orbit"})
     assert retried.status_code == 200, retried.content
     assert retried.json()["budget"]["used"] == 2

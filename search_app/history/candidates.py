@@ -1,0 +1,262 @@
+"""The hits statement's second stage: each term's newest eligible matches, the candidates.
+
+Every term keeps its newest ``terms.TERM_CANDIDATES`` eligible matches (newest by time, then
+id), and one more is read to know whether it has more. They are found by the term's route
+(``terms``), each of which reads only what it needs:
+
+- ``rare_matches``: the terms routed ``all``, every match of them, in one scan of the bucket
+  index over every bucket of the agent's extent;
+- ``walk``: the other terms, step by step: a bucket of the index (newest first) or a slice of
+  the agent's rooms read through the timeline index (slices double, newest first), until a term
+  has one match more than it keeps, or its extent ends. A walk of slices that has not found
+  them after ``terms.WALK_SLICES`` slices goes on through the buckets from the newest, so no
+  path reads more than the term's matches or its slices; ``walked`` is each term's rows from
+  the route it ended on.
+
+Each match read is classified by ``perspective.exclusion_reason`` (a slice reads only the
+agent's own intervals, so only rules 4 and 5 can withhold there). ``examined`` is what the
+search read, for the audit's counts (``excluded``: the first ``EXCLUSION_SCAN`` of it by
+reason); ``term_matches`` each term's eligible matches in order; ``matches`` the candidates,
+with their documents' term frequencies, for the scoring that follows. Every CTE holds a bounded
+number of rows, so no plan of this stage can read more than its steps allow.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from formation.sql import literals, table
+from search_app.history.terms import ALL, BUCKETS, SLICES, term_columns
+from search_app.models import MessageSearchDocument
+from search_app.perspective import counted_exclusion_reason, exclusion_reason, observed_join
+from search_app.query.parse import TermQuery
+
+# At most this many of what a search read are classified for the audit's exclusion counts.
+EXCLUSION_SCAN = 2_000
+MORE_MATCHES = "more_matches"
+# The columns of a match as the candidate CTEs carry it.
+MATCH_COLUMNS = (
+    "id",
+    "conversation_id",
+    "created_at",
+    "sender_account_id",
+    "sender_agent_id",
+    "document",
+    "reason",
+)
+
+
+def filter_conditions(row: str = "d") -> str:
+    """The caller's filters, on row ``row`` (a projection row or a message: both carry the
+    sender and time columns); each one holds for every row when its parameter is NULL, so one
+    statement serves every combination."""
+    return f"""
+        AND (%(f_speaker)s::text <> 'requester'
+             OR {row}.sender_account_id IN (SELECT account_id FROM requester_accounts))
+        AND (%(f_speaker)s::text <> 'you' OR {row}.sender_agent_id = %(p_agent)s)
+        AND {row}.created_at > COALESCE(%(f_after)s::timestamptz, '-infinity')
+        AND {row}.created_at < COALESCE(%(f_before)s::timestamptz, 'infinity')"""
+
+
+def filter_params(speaker: str, after: object, before: object) -> dict[str, object]:
+    """What ``filter_conditions`` binds."""
+    return {"f_speaker": speaker, "f_after": after, "f_before": before}
+
+
+def exclusion_params() -> dict[str, object]:
+    """What ``excluded_cte`` binds: the size of the exclusion scan."""
+    return {"x_scan": EXCLUSION_SCAN}
+
+
+def _classified(alias: str) -> str:
+    """A match's columns from projection row ``alias``, its document only when it is eligible
+    (a withheld one is only counted)."""
+    reason = exclusion_reason(alias, projection=True)
+    return f"""{alias}.message_id AS id, {alias}.conversation_id, {alias}.created_at,
+               {alias}.sender_account_id, {alias}.sender_agent_id,
+               CASE WHEN {reason} IS NULL THEN {alias}.document END AS document,
+               {reason} AS reason"""
+
+
+@cache
+def rare_matches_cte() -> str:
+    """Every match of the ``all`` terms, in one scan of the bucket index over the extent."""
+    return f"""rare_matches AS MATERIALIZED (
+        SELECT {_classified("d")}
+        FROM {table(MessageSearchDocument)} AS d
+        {observed_join("d")}
+        WHERE %(q_rare)s::tsquery IS NOT NULL AND (SELECT searching FROM state)
+          AND formation_search_bucket(d.workspace_id, d.created_at)
+              = ANY ((SELECT keys FROM bucket_keys)::bigint[])
+          AND d.workspace_id = %(p_workspace)s AND d.document @@ %(q_rare)s::tsquery
+          {filter_conditions("d")}
+    )"""
+
+
+def _bucket_step() -> str:
+    """Step ``s.step`` of a bucket walk: the term's matches in the ``s.step``-th bucket back
+    from the newest, through the bucket index."""
+    return f"""SELECT false AS carrier, {_classified("d")}
+            FROM {table(MessageSearchDocument)} AS d
+            {observed_join("d")}
+            WHERE s.route = {literals([BUCKETS])}
+              AND formation_search_bucket(d.workspace_id, d.created_at)
+                  = formation_search_bucket_key(%(p_workspace)s,
+                                                (SELECT top FROM extent) - s.step)
+              AND d.workspace_id = %(p_workspace)s AND d.document @@ s.query
+              {filter_conditions("d")}"""
+
+
+# Slice ``s.step`` of a walk through the rooms: ``(newest - first (2^(k+1) - 1),
+# newest - first (2^k - 1)]``, the first one ending at the newest eligible moment.
+_SLICE_END = "(SELECT newest FROM extent) - %(c_first_slice)s::interval * (2 ^ s.step - 1)"
+_SLICE_START = "(SELECT newest FROM extent) - %(c_first_slice)s::interval * (2 ^ (s.step + 1) - 1)"
+
+
+def _slice_step() -> str:
+    """Step ``s.step`` of a walk through the rooms: each of the agent's intervals in the slice,
+    read through the timeline index, and the term tested on each row (``ts_match_vq``, the
+    operator's function, so that no plan takes the GIN index for it)."""
+    return f"""SELECT false AS carrier, {_classified("d")}
+            FROM observed_intervals AS d_observed
+            JOIN {table(MessageSearchDocument)} AS d
+              ON d.workspace_id = %(p_workspace)s
+             AND d.conversation_id = d_observed.conversation_id
+             AND d.created_at > {_SLICE_START}
+             AND d.created_at <= {_SLICE_END}
+             AND d.created_at >= d_observed.joined_at
+             AND (d_observed.left_at IS NULL OR d.created_at < d_observed.left_at)
+            WHERE s.route = {literals([SLICES])} AND ts_match_vq(d.document, s.query)
+              {filter_conditions("d")}"""
+
+
+@cache
+def walk_cte() -> str:
+    """The ``buckets`` and ``slices`` terms, walked step by step (a recursive CTE): each step
+    answers the rows it read and one *carrier* row with the state of the walk (its route, step
+    and how many eligible matches it has), from which the next step goes on, until the term has
+    ``c_read`` of them or its extent ends."""
+    nulls = ", ".join(
+        f"NULL::{kind}"
+        for kind in ("uuid", "uuid", "timestamptz", "uuid", "uuid", "tsvector", "text")
+    )
+    ended = f"""CASE s.route
+        WHEN {literals([BUCKETS])}
+            THEN (SELECT top FROM extent) - s.step <= (SELECT bottom FROM extent)
+        ELSE {_SLICE_START} <= (SELECT oldest FROM extent) END"""
+    switching = f"""(x.carrier AND s.route = {literals([SLICES])} AND NOT ({ended})
+                     AND s.step + 1 >= %(c_slices)s AND s.found + x.in_step < %(c_read)s)"""
+    columns = ", ".join(f"x.{column}" for column in MATCH_COLUMNS)
+    return f"""walk (iteration, term, query, route, step, found, done, carrier,
+                   {", ".join(MATCH_COLUMNS)}) AS (
+        SELECT 0, t.term, t.query, t.route, 0, 0::bigint, false, true, {nulls}
+        FROM terms AS t WHERE t.route <> {literals([ALL])}
+        UNION ALL
+        SELECT s.iteration + 1, s.term, s.query,
+               CASE WHEN {switching} THEN {literals([BUCKETS])} ELSE s.route END,
+               CASE WHEN {switching} THEN 0 ELSE s.step + 1 END,
+               CASE WHEN {switching} THEN 0 ELSE s.found + x.in_step END,
+               x.carrier AND NOT {switching} AND ({ended}),
+               x.carrier, {columns}
+        FROM walk AS s
+        CROSS JOIN LATERAL (
+            SELECT r.*, count(*) FILTER (WHERE NOT r.carrier AND r.reason IS NULL) OVER ()
+                       AS in_step
+            FROM (
+                {_bucket_step()}
+                UNION ALL
+                {_slice_step()}
+                UNION ALL
+                SELECT true, {nulls}
+            ) AS r
+        ) AS x
+        WHERE s.carrier AND NOT s.done AND s.found < %(c_read)s
+    )"""
+
+
+@cache
+def walked_cte() -> str:
+    """Each walked term's rows from the route its walk ended on (a walk that went on from
+    slices to buckets read those slices' matches again)."""
+    columns = ", ".join(f"w.{column}" for column in MATCH_COLUMNS)
+    return f"""walked AS MATERIALIZED (
+        SELECT w.term, {columns}
+        FROM walk AS w
+        JOIN (SELECT DISTINCT ON (term) term, route FROM walk
+              WHERE carrier ORDER BY term, iteration DESC) AS ended
+          ON ended.term = w.term AND ended.route = w.route
+        WHERE NOT w.carrier
+    )"""
+
+
+@cache
+def examined_cte() -> str:
+    """Every match the search read, once each, with why it is withheld (NULL: eligible)."""
+    return """examined AS MATERIALIZED (
+        SELECT DISTINCT ON (e.id) e.id, e.reason
+        FROM (SELECT id, reason FROM rare_matches UNION ALL SELECT id, reason FROM walked) AS e
+        ORDER BY e.id
+    )"""
+
+
+@cache
+def excluded_cte() -> str:
+    """The first ``EXCLUSION_SCAN`` matches read by reason, a drifted projection row told by
+    its canonical message (``deleted``), and whether more were read."""
+    more = literals([MORE_MATCHES])
+    return f"""excluded AS MATERIALIZED (
+        SELECT {counted_exclusion_reason("x.reason", "x")} AS reason
+        FROM (SELECT * FROM examined LIMIT %(x_scan)s) AS x
+        UNION ALL
+        SELECT {more} FROM (SELECT 1 FROM examined OFFSET %(x_scan)s LIMIT 1) AS more
+    )"""
+
+
+@cache
+def term_matches_cte() -> str:
+    """Each term's eligible matches, newest first (``place``), and how many it has
+    (``eligible``: exact when it has no more than it keeps)."""
+    return f"""term_matches AS MATERIALIZED (
+        SELECT m.term, m.id, m.created_at,
+               row_number() OVER (PARTITION BY m.term ORDER BY m.created_at DESC, m.id DESC)
+                   AS place,
+               count(*) OVER (PARTITION BY m.term) AS eligible
+        FROM (
+            SELECT t.term, r.id, r.created_at
+            FROM terms AS t
+            JOIN rare_matches AS r
+              ON t.route = {literals([ALL])} AND r.reason IS NULL AND r.document @@ t.query
+            UNION ALL
+            SELECT w.term, w.id, w.created_at FROM walked AS w WHERE w.reason IS NULL
+        ) AS m
+    )"""
+
+
+@cache
+def term_counts_cte() -> str:
+    """Per term: its eligible matches (as many as it keeps, plus one, at most, for a walked
+    one) and, for one with more than it keeps, the time of the last it keeps (its cut)."""
+    return """term_counts AS MATERIALIZED (
+        SELECT term, max(eligible) AS eligible,
+               max(created_at) FILTER (WHERE place = %(c_keep)s) AS cut
+        FROM term_matches GROUP BY term
+    )"""
+
+
+def matches_cte(query: TermQuery) -> str:
+    """The candidates: each term's kept matches, once each, with their length and every
+    term's saturated frequency ``t<i>`` in their document."""
+    columns = ", ".join(f"{column}" for column in MATCH_COLUMNS)
+    return f"""matches AS MATERIALIZED (
+        SELECT c.id, c.created_at, NULL::text AS reason, c.conversation_id,
+               c.sender_account_id, c.sender_agent_id, length(c.document) AS document_length,
+               {term_columns(query, "c.document")}
+        FROM (
+            SELECT DISTINCT ON (f.id) f.*
+            FROM (SELECT {columns} FROM rare_matches WHERE reason IS NULL
+                  UNION ALL
+                  SELECT {columns} FROM walked WHERE reason IS NULL) AS f
+            WHERE f.id IN (SELECT id FROM term_matches WHERE place <= %(c_keep)s)
+            ORDER BY f.id
+        ) AS c
+    )"""

@@ -1,0 +1,133 @@
+"""The hits statement's seventh stage: the evidence and the audit event, written by the
+statement itself (SPEC §4, §7).
+
+``recorded`` inserts what the search brings the run for the first time (its trigger moves the
+run's budget counter by the rows it inserts); ``audited`` writes the call's one
+``conversation_search_events`` row: the keyed digest and the filters as ``audit_app`` made them,
+the hits and neighbours returned, each hit's ranking as the answer shows it (contributions
+rounded to six decimals, the score their sum), the exclusion counts by reason and what the
+budget left out. A call on a finished run writes neither; one whose budget is spent writes only
+the event, as ``budget_exhausted``. If PostgreSQL refuses either write, or anything at the
+commit that ends the statement, the whole statement is undone: no evidence without its audit.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from audit_app.models import EXCLUSION_REASONS, SearchOutcome, SearchTool
+from audit_app.services import SEARCH_EVENT_COLUMNS
+from formation.sql import literals, table
+from messages_app.models import RunEvidence
+from search_app.history import ranking
+from search_app.history.candidates import MORE_MATCHES
+from search_app.history.spend import left_out
+
+SEARCH_TOOL = SearchTool.SEARCH_HISTORY
+# Each component's contribution as the answer and the audit show it, from a page row ``p``.
+_CONTRIBUTIONS = {
+    "text": (
+        f"{ranking.WEIGHTS['text']}::float8 * ({ranking.COVERAGE_SHARE}::float8 * p.wording"
+        f" + {ranking.CLOSENESS_SHARE}::float8 * p.closeness)"
+    ),
+    "actor": f"{ranking.WEIGHTS['actor']}::float8 * p.actor",
+    "conversation": f"{ranking.WEIGHTS['conversation']}::float8 * p.same_conversation",
+    "participation": f"{ranking.WEIGHTS['participation']}::float8 * p.participation",
+    "recency": f"{ranking.WEIGHTS['recency']}::float8 * p.recency",
+    "speaker": f"{ranking.WEIGHTS['speaker']}::float8 * p.speaker",
+    "context": f"{ranking.WEIGHTS['context']}::float8 * p.context",
+}
+assert set(_CONTRIBUTIONS) == set(ranking.WEIGHTS)
+
+
+def contribution_columns() -> str:
+    """Each component's rounded contribution of page row ``p`` (``c_<name>``), and the score
+    (``c_score``): their sum."""
+    rounded = {name: f"round(({sql})::numeric, 6)" for name, sql in _CONTRIBUTIONS.items()}
+    columns = ", ".join(f"{sql} AS c_{name}" for name, sql in rounded.items())
+    return f"{columns}, {' + '.join(rounded.values())} AS c_score"
+
+
+@cache
+def page_scores_cte() -> str:
+    """The page with each hit's rounded contributions and score, as recorded and answered."""
+    return f"""page_scores AS MATERIALIZED (
+        SELECT p.*, {contribution_columns()} FROM page AS p
+    )"""
+
+
+@cache
+def recorded_cte() -> str:
+    """The new messages that fit, inserted as the run's evidence in the order the budget took
+    them; the ids actually inserted (none twice, whatever ran at the same time)."""
+    return f"""recorded AS (
+        INSERT INTO {table(RunEvidence)} (workspace_id, run_id, message_id, tool, created_at)
+        SELECT %(p_workspace)s, %(p_run)s, t.id, {literals([SEARCH_TOOL])}, now()
+        FROM taken AS t
+        WHERE t.fits AND t.new
+        ORDER BY t.part, t.position, t.side, t.distance
+        ON CONFLICT (workspace_id, run_id, message_id) DO NOTHING
+        RETURNING message_id
+    )"""
+
+
+@cache
+def audited_cte(insert: str) -> str:
+    """The call's audit event, on an open run (``insert``: ``audit_app``'s target and
+    columns, in ``SEARCH_EVENT_COLUMNS``' order)."""
+    components = ", ".join(f"{literals([name])}, r.c_{name}" for name in ranking.WEIGHTS)
+    reasons = ", ".join(
+        f"{literals([reason])}, "
+        + (
+            left_out()
+            if reason == "budget"
+            else f"(SELECT count(*) FROM excluded WHERE reason = {literals([reason])})"
+        )
+        for reason in EXCLUSION_REASONS
+    )
+    values = {
+        "id": "%(a_id)s",
+        "tool": literals([SEARCH_TOOL]),
+        "workspace_id": "%(p_workspace)s",
+        "run_id": "%(p_run)s",
+        "agent_id": "%(p_agent)s",
+        "destination_id": "%(p_destination)s",
+        "requester_id": "%(p_requester)s",
+        "key_id": "%(a_key_id)s",
+        "query_digest": "%(a_digest)s",
+        "filters": "%(a_filters)s::jsonb",
+        "hit_ids": "ARRAY(SELECT id FROM kept_hits ORDER BY position)",
+        "neighbour_ids": """ARRAY(
+            SELECT n.id FROM (
+                SELECT DISTINCT ON (n.id) n.id, n.position, n.seq,
+                       CASE WHEN n.side = 'before' THEN 0 ELSE 1 END AS side
+                FROM nearby AS n JOIN taken AS t ON t.id = n.id AND t.fits
+                WHERE n.position IN (SELECT position FROM kept_hits)
+                  AND n.id NOT IN (SELECT id FROM kept_hits)
+                ORDER BY n.id, n.position, side, n.seq
+            ) AS n
+            ORDER BY n.position, n.side, n.seq)""",
+        "rankings": f"""COALESCE((
+            SELECT jsonb_agg(jsonb_build_object(
+                       'messageId', r.id::text, 'score', r.c_score,
+                       'components', jsonb_build_object({components}))
+                   ORDER BY r.position)
+            FROM page_scores AS r WHERE r.position IN (SELECT position FROM kept_hits)
+        ), '[]'::jsonb)""",
+        "exclusions": f"jsonb_build_object({reasons})",
+        "exclusions_capped": (
+            f"EXISTS (SELECT 1 FROM excluded WHERE reason = {literals([MORE_MATCHES])})"
+        ),
+        "outcome": f"""CASE WHEN s.searching THEN {literals([SearchOutcome.ANSWERED])}
+                            ELSE {literals([SearchOutcome.BUDGET_EXHAUSTED])} END""",
+        "result_count": "(SELECT count(*) FROM kept_hits)",
+        "budget_used": "s.used + (SELECT count(*) FROM recorded)",
+        "created_at": "%(a_created_at)s",
+    }
+    assert tuple(values) == SEARCH_EVENT_COLUMNS
+    return f"""audited AS (
+        {insert}
+        SELECT {", ".join(values.values())}
+        FROM state AS s WHERE s.open
+        RETURNING id
+    )"""

@@ -1,0 +1,194 @@
+"""The hits statement's inputs: the query's terms, how each one's newest matches are found,
+and the span of time the agent's eligible messages can lie in.
+
+A search ranks a bounded set of candidates: each term's newest ``TERM_CANDIDATES`` eligible
+matches (all of them when it has fewer), found without reading the others (docs/search.md,
+"Bounded work"). How a term's are found is its *route*, chosen here from how often its lexemes
+occur in the whole projection (PostgreSQL's own column statistics, ``pg_stats``):
+
+- ``all``: a word rarer than any of the column's most common lexemes (or any word, while the
+  table has no statistics): every match of every such term, in one scan of the GIN index over
+  the agent's time buckets;
+- ``buckets``: a frequent word, read through the same index bucket by bucket, newest first,
+  until it has enough;
+- ``slices``: a word in at least ``WALK_SHARE`` of all documents, read by walking the agent's
+  rooms newest first through the timeline index, in slices of time that double.
+
+A route decides only what the search reads, never what it finds: each one yields exactly the
+term's newest eligible matches, so the statistics (which count every message, withheld ones
+too) can move the cost of a search but never its hits, their order or their scores.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from functools import cache
+from threading import Lock
+
+from django.db import connection
+
+from formation.sql import table
+from messages_app.models import Message
+from search_app.history import ranking
+from search_app.models import MessageSearchDocument
+from search_app.query.parse import Term, TermQuery
+
+ALL, BUCKETS, SLICES = "all", "buckets", "slices"
+# Eligible matches a term keeps as candidates; one more is read to know whether it has more.
+TERM_CANDIDATES = 256
+# A word in at least this share of all documents is walked through the agent's rooms: its
+# matches are dense enough that reading the rooms' newest messages finds them soonest.
+WALK_SHARE = 0.03
+# A phrase matches where its words stand together: fewer documents than its rarest word.
+PHRASE_SHARE = 0.25
+# How long the process keeps the column's statistics (they move only when ANALYZE runs).
+STATISTICS_SECONDS = 300.0
+# The first slice of a walk, back from the newest eligible message; each next one is twice as
+# long. After WALK_SLICES slices without enough matches a walk goes on through the buckets.
+FIRST_SLICE = "1 hour"
+WALK_SLICES = 16
+
+
+@dataclass(frozen=True)
+class Frequencies:
+    """The projection's most common lexemes with the share of documents each is in."""
+
+    shares: dict[str, float]
+
+    def share(self, term: Term) -> float | None:
+        """The estimated share of documents ``term`` matches, or None when it is rarer than
+        every common lexeme (or the table has no statistics)."""
+        found = []
+        for lexeme, prefix in zip(term.lexemes, term.prefixes, strict=True):
+            if prefix:
+                shares = [
+                    share for common, share in self.shares.items() if common.startswith(lexeme)
+                ]
+                found.append(min(sum(shares), 1.0) if shares else None)
+            else:
+                found.append(self.shares.get(lexeme))
+        if any(share is None for share in found):
+            return None
+        least = min(found)
+        return least * PHRASE_SHARE if len(found) > 1 else least
+
+
+_STATISTICS = f"""
+    SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs
+    FROM pg_stats AS s
+    WHERE s.schemaname = current_schema() AND s.tablename = '{table(MessageSearchDocument)}'
+      AND s.attname = 'document'
+"""
+_cached: dict[str, tuple[float, Frequencies]] = {}
+_cached_lock = Lock()
+
+
+def frequencies() -> Frequencies:
+    """The column's statistics, read again every ``STATISTICS_SECONDS`` (one small statement
+    per process then, none in between)."""
+    key = connection.settings_dict["NAME"]
+    now = time.monotonic()
+    with _cached_lock:
+        found = _cached.get(key)
+    if found is not None and now - found[0] < STATISTICS_SECONDS:
+        return found[1]
+    with connection.cursor() as cursor:
+        cursor.execute(_STATISTICS)
+        row = cursor.fetchone()
+    shares: dict[str, float] = {}
+    if row is not None and row[0] is not None:
+        # The last three frequencies are the least, the greatest and the null share.
+        shares = dict(zip(row[0], row[1][: len(row[0])], strict=True))
+    result = Frequencies(shares)
+    with _cached_lock:
+        _cached[key] = (now, result)
+    return result
+
+
+def forget_frequencies() -> None:
+    """Read the statistics again on the next search (tests, after ANALYZE)."""
+    with _cached_lock:
+        _cached.clear()
+
+
+def routes(query: TermQuery, known: Frequencies) -> tuple[str, ...]:
+    """Each term's route (see the module docstring)."""
+    found = []
+    for term in query.terms:
+        share = known.share(term)
+        if share is None:
+            found.append(ALL)
+        elif share < WALK_SHARE:
+            found.append(BUCKETS)
+        else:
+            found.append(SLICES)
+    return tuple(found)
+
+
+def term_params(query: TermQuery, chosen: tuple[str, ...]) -> dict[str, object]:
+    """The terms, their routes, the OR of the ``all`` terms (NULL without one) and the bounds."""
+    rare = [term.operand for term, route in zip(query.terms, chosen, strict=True) if route == ALL]
+    return {
+        **{f"q_route{i}": route for i, route in enumerate(chosen)},
+        "q_rare": " | ".join(rare) if rare else None,
+        "c_keep": TERM_CANDIDATES,
+        "c_read": TERM_CANDIDATES + 1,
+        "c_first_slice": FIRST_SLICE,
+        "c_slices": WALK_SLICES,
+    }
+
+
+def terms_cte(query: TermQuery) -> str:
+    """Each term, its tsquery and its route, one row per term."""
+    rows = ", ".join(
+        f"({i}, %(q_t{i})s::tsquery, %(q_route{i})s::text)" for i in range(len(query.terms))
+    )
+    return f"""terms AS MATERIALIZED (
+        SELECT * FROM (VALUES {rows}) AS t(term, query, route)
+        WHERE (SELECT searching FROM state)
+    )"""
+
+
+@cache
+def extent_cte() -> str:
+    """Where the agent's eligible messages within the caller's time filters can lie: after the
+        earliest moment the agent joined a permitted room and ``after``; up to the last moment it
+        left one, or the workspace's newest live message while it is still in one (read backwards
+    through ``message_live_ws_timeline``), and ``before``.
+        ``oldest``/``newest`` bound the walks' slices, ``bottom``/``top`` the buckets."""
+    return f"""extent AS MATERIALIZED (
+        SELECT e.*, formation_search_bucket_number(e.oldest) AS bottom,
+               formation_search_bucket_number(e.newest) AS top
+        FROM (
+            SELECT GREATEST((SELECT min(joined_at) FROM observed_intervals),
+                            %(f_after)s::timestamptz) AS oldest,
+                   LEAST(CASE WHEN EXISTS (SELECT 1 FROM observed_intervals
+                                           WHERE left_at IS NULL)
+                              THEN (SELECT max(newest.created_at)
+                                    FROM {table(Message)} AS newest
+                                    WHERE newest.workspace_id = %(p_workspace)s
+                                      AND newest.deleted_at IS NULL)
+                              ELSE (SELECT max(left_at) FROM observed_intervals) END,
+                         %(f_before)s::timestamptz) AS newest
+            WHERE (SELECT searching FROM state)
+        ) AS e
+    )"""
+
+
+@cache
+def bucket_keys_cte() -> str:
+    """The index keys of every bucket of the extent, for the ``all`` route's one scan."""
+    return """bucket_keys AS MATERIALIZED (
+        SELECT ARRAY(
+            SELECT formation_search_bucket_key(%(p_workspace)s, number)
+            FROM extent CROSS JOIN generate_series(extent.bottom, extent.top) AS number
+        ) AS keys
+    )"""
+
+
+def term_columns(query: TermQuery, document: str) -> str:
+    """Each term's saturated frequency in ``document``, as columns ``t0`` … ``tN``."""
+    return ", ".join(
+        f"{ranking.term_frequency(query, i, document)} AS t{i}" for i in range(len(query.terms))
+    )
