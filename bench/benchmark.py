@@ -93,6 +93,7 @@ from django.db import connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from formation.errors import InvalidArguments  # noqa: E402
+from formation.prepared import GENERIC_PLANS  # noqa: E402
 from messages_app.models import (  # noqa: E402
     Agent,
     Conversation,
@@ -110,6 +111,7 @@ from messages_app.services import (  # noqa: E402
     token_create,
     workspace_create,
 )
+from search_app.history import terms  # noqa: E402
 from search_app.history.results import HistoryFilters  # noqa: E402
 from search_app.history.statement import hits_statement  # noqa: E402
 from search_app.query.parse import parse_query  # noqa: E402
@@ -824,17 +826,43 @@ def search_history_rows(
         "terms": case.floor_terms,
         "limit": SEARCH_LIMIT,
     }
-    # The perspective floor is whatever the product ranks hits with; its scope (memberships,
-    # readers, links) is read here, by hits_statement, outside the timing.
-    (floor_run,) = open_runs(harness.http, scene, 1)
-    run = Run.objects.filter(workspace_id=scene.workspace.id).get(id=floor_run["id"])
-    hits_sql, hits_params = hits_statement(
-        Perspective.of_run(run),
-        parse_query(case.text),
-        HistoryFilters(),
-        limit=SEARCH_LIMIT,
-        now=timezone.now(),
-    )
+    # The perspective floor is the product's own statement alone (lock, scope, ranking,
+    # context, page, evidence, audit), prepared with a generic plan as the service runs it, on
+    # a fresh run per sample (each spends its own budget), its parameters built outside the
+    # timing.
+    floor_runs = open_runs(harness.http, scene, samples)
+    prepared_raw = psycopg.connect(os.environ["DATABASE_URL"], autocommit=True)
+    query = parse_query(case.text, workspace_id=scene.workspace.id)
+    routes = terms.routes(query, terms.frequencies())
+    statements = []
+    for made in floor_runs:
+        run = Run.objects.filter(workspace_id=scene.workspace.id).get(id=made["id"])
+        statements.append(
+            hits_statement(
+                Perspective(
+                    workspace_id=run.workspace_id,
+                    agent_id=run.agent_id,
+                    destination_id=run.conversation_id,
+                    destination_kind="",
+                    requester_id=run.requester_id,
+                    current_message_id=run.current_message_id,
+                    recent_message_ids=tuple(run.recent_message_ids),
+                    run_id=run.id,
+                ),
+                query,
+                HistoryFilters(),
+                limit=SEARCH_LIMIT,
+                now=timezone.now(),
+                routes=routes,
+            )
+        )
+    hits_sql = statements[0][0]
+
+    def perspective_floor(i: int) -> object:
+        _, params = statements[i]
+        with prepared_raw.transaction():
+            prepared_raw.execute(GENERIC_PLANS)
+            return prepared_raw.execute(hits_sql, params, prepare=True).fetchall()
 
     def search(transport: Transport, i: int) -> bytes:
         side = "api" if transport is harness.http else "in_process"
@@ -850,12 +878,11 @@ def search_history_rows(
     perspective = Row(
         "search_history",
         f"{case.case}, perspective floor",
-        note=f"floor: hits_statement alone, "
-        f"{planned_workers(raw, hits_sql, hits_params)} parallel workers planned",
+        note="floor: hits_statement alone, prepared, generic plan",
     )
     return harness.measure(
         search,
-        [(bare, sql(bare_sql, bare_params)), (perspective, sql(hits_sql, hits_params))],
+        [(bare, sql(bare_sql, bare_params)), (perspective, perspective_floor)],
         describe=found,
     )
 

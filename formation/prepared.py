@@ -23,7 +23,9 @@ so the log holds it with its values.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 import psycopg
@@ -36,12 +38,31 @@ from formation.sql import named_rows
 GENERIC_PLANS = "SET LOCAL plan_cache_mode = force_generic_plan"
 
 
-class _PreparingCursor(psycopg.Cursor):
+class _PreparingCursor(psycopg.RawCursor):
     """A server-binding cursor whose every statement is prepared (psycopg keeps the
-    connection's prepared statements and deallocates the least recently used)."""
+    connection's prepared statements and deallocates the least recently used), written with
+    PostgreSQL's own ``$n`` placeholders, so psycopg does not parse its text on every call."""
 
     def execute(self, query, params=None, *, prepare=None, binary=None):
         return super().execute(query, params, prepare=True, binary=binary)
+
+
+_NAMED = re.compile(r"%\((\w+)\)s|%%")
+
+
+@lru_cache(maxsize=256)
+def positional(sql: str) -> tuple[str, tuple[str, ...]]:
+    """``sql`` with its ``%(name)s`` placeholders as ``$1``, ``$2``, … (one number per name)
+    and ``%%`` as ``%``, and the names in their numbers' order: converted once per text, where
+    psycopg would convert a statement this long on every call."""
+    names: dict[str, int] = {}
+
+    def number(match: re.Match) -> str:
+        if match.group(1) is None:
+            return "%"
+        return f"${names.setdefault(match.group(1), len(names) + 1)}"
+
+    return _NAMED.sub(number, sql), tuple(names)
 
 
 def fetch_all(sql: str, params: Mapping[str, Any]) -> list[Any]:
@@ -57,8 +78,9 @@ def fetch_all(sql: str, params: Mapping[str, Any]) -> list[Any]:
             return cursor.fetchall()
     connection.ensure_connection()
     raw = connection.connection
+    text, names = positional(sql)
     preparing = _PreparingCursor(raw, row_factory=namedtuple_row)
     with raw.pipeline(), connection.make_cursor(preparing) as cursor:
         raw.execute(GENERIC_PLANS)
-        cursor.execute(sql, params)
+        cursor.execute(text, [params[name] for name in names])
         return cursor.fetchall()

@@ -15,7 +15,6 @@ from functools import cache
 from messages_app.selectors import SUMMARY_COLUMNS
 from search_app.history import ranking
 from search_app.history.page import NAMING_COLUMNS
-from search_app.history.spend import left_out
 
 CONTRIBUTION_COLUMNS = (*(f"c_{name}" for name in ranking.WEIGHTS), "c_score")
 ANSWER_COLUMNS = (
@@ -58,7 +57,7 @@ def answer() -> str:
         "open": "s.open",
         "used": "s.used",
         "added": "(SELECT count(*) FROM recorded) AS added",
-        "left_out": f"{left_out()} AS left_out",
+        "left_out": "(SELECT messages FROM left_out) AS left_out",
     }
     hit = {
         "kind": "'hit'",
@@ -81,7 +80,7 @@ def answer() -> str:
         "side": "n.side",
         **{column: f"n.{column}" for column in SUMMARY_COLUMNS},
     }
-    exclusion = {"kind": "'exclusion'", "reason": "excluded.reason", "matches": "count(*)"}
+    exclusion = {"kind": "'exclusion'", "reason": "c.reason", "matches": "c.matches"}
     return f"""SELECT {_select(state)}
     FROM state AS s
     UNION ALL
@@ -94,4 +93,4 @@ def answer() -> str:
       AND n.id IN (SELECT id FROM taken WHERE fits)
     UNION ALL
     SELECT {_select(exclusion)}
-    FROM excluded WHERE excluded.reason IS NOT NULL GROUP BY excluded.reason"""
+    FROM exclusion_counts AS c"""

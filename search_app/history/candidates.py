@@ -16,8 +16,9 @@ id), and one more is read to know whether it has more. They are found by the ter
 Each match read is classified by ``perspective.exclusion_reason`` (a slice reads only the
 agent's own intervals, so only rules 4 and 5 can withhold there). ``examined`` is what the
 search read, for the audit's counts (``excluded``: the first ``EXCLUSION_SCAN`` of it by
-reason); ``term_matches`` each term's eligible matches in order; ``matches`` the candidates,
-with their documents' term frequencies, for the scoring that follows. Every CTE holds a bounded
+reason, ``exclusion_counts`` their counts); ``term_matches`` each term's eligible matches in
+order; ``matches`` the candidates, with their documents' term frequencies, for the scoring that
+follows. Every CTE holds a bounded
 number of rows, so no plan of this stage can read more than its steps allow.
 """
 
@@ -209,6 +210,15 @@ def excluded_cte() -> str:
         FROM (SELECT * FROM examined LIMIT %(x_scan)s) AS x
         UNION ALL
         SELECT {more} FROM (SELECT 1 FROM examined OFFSET %(x_scan)s LIMIT 1) AS more
+    )"""
+
+
+@cache
+def exclusion_counts_cte() -> str:
+    """``excluded`` counted by reason, once, for the audit event and the metrics."""
+    return """exclusion_counts AS MATERIALIZED (
+        SELECT reason, count(*) AS matches FROM excluded
+        WHERE reason IS NOT NULL GROUP BY reason
     )"""
 
 

@@ -23,7 +23,7 @@ from formation.sql import literals, table
 from messages_app.models import Message
 from search_app.history import ranking
 from search_app.history.candidates import filter_conditions
-from search_app.history.matches import speakers_cte
+from search_app.history.matches import MATCH_SENDERS, speakers_cte
 from search_app.models import MessageSearchDocument
 from search_app.perspective import eligible_condition
 from search_app.query.parse import TermQuery
@@ -153,8 +153,14 @@ def receivers_cte() -> str:
 
 
 def receiver_speakers_cte(query: TermQuery) -> str:
-    """The participants the query names among the receivers' senders."""
-    return speakers_cte(query, "receiver_speakers", "receivers")
+    """The participants the query names among the receivers' senders: those of the matches
+    (``match_speakers``) and of the others, whose names are read now."""
+    return speakers_cte(
+        query,
+        "receiver_speakers",
+        f"SELECT sender_account_id, sender_agent_id FROM receivers EXCEPT {MATCH_SENDERS}",
+        known="match_speakers",
+    )
 
 
 def candidates_cte(query: TermQuery) -> str:

@@ -34,17 +34,19 @@ def requester_rooms_cte() -> str:
     )"""
 
 
-def speakers_cte(query: TermQuery, name: str, rows: str) -> str:
-    """CTE ``name``: the senders of ``rows`` whose names hold a query term, with the terms they
-    hold. Every row read is eligible, so these are participants the query names among those
+def speakers_cte(query: TermQuery, name: str, senders: str, known: str = "") -> str:
+    """CTE ``name``: the senders that ``senders`` selects (``sender_account_id``,
+    ``sender_agent_id``) whose names hold a query term, with the terms they hold, and the rows
+    of CTE ``known``, which holds those of other senders already (their names are not read
+    again). Every row read is eligible, so these are participants the query names among those
     the agent may see."""
     named = "".join(
         f", name.document @@ %(q_t{i})s::tsquery AS n{i}" for i in range(len(query.terms))
     )
+    known_rows = f"SELECT * FROM {known} UNION ALL " if known else ""
     return f"""{name} AS MATERIALIZED (
-        SELECT sender.account_id, sender.agent_id {named}
-        FROM (SELECT DISTINCT sender_account_id AS account_id, sender_agent_id AS agent_id
-              FROM {rows}) AS sender
+        {known_rows}SELECT sender.account_id, sender.agent_id {named}
+        FROM ({senders}) AS sender(account_id, agent_id)
         LEFT JOIN {table(Account)} AS account
           ON account.workspace_id = %(p_workspace)s AND account.id = sender.account_id
         LEFT JOIN {table(Agent)} AS agent
@@ -60,7 +62,11 @@ def speakers_cte(query: TermQuery, name: str, rows: str) -> str:
 
 def match_speakers_cte(query: TermQuery) -> str:
     """The participants the query names among the eligible matches' senders."""
-    return speakers_cte(query, "match_speakers", "matches WHERE reason IS NULL")
+    return speakers_cte(query, "match_speakers", MATCH_SENDERS)
+
+
+# The distinct senders of the candidates.
+MATCH_SENDERS = "SELECT DISTINCT sender_account_id, sender_agent_id FROM matches"
 
 
 def weights_cte(query: TermQuery) -> str:

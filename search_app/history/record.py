@@ -21,7 +21,6 @@ from formation.sql import literals, table
 from messages_app.models import RunEvidence
 from search_app.history import ranking
 from search_app.history.candidates import MORE_MATCHES
-from search_app.history.spend import left_out
 
 SEARCH_TOOL = SearchTool.SEARCH_HISTORY
 # Each component's contribution as the answer and the audit show it, from a page row ``p``.
@@ -76,15 +75,11 @@ def audited_cte(insert: str) -> str:
     """The call's audit event, on an open run (``insert``: ``audit_app``'s target and
     columns, in ``SEARCH_EVENT_COLUMNS``' order)."""
     components = ", ".join(f"{literals([name])}, r.c_{name}" for name in ranking.WEIGHTS)
-    reasons = ", ".join(
-        f"{literals([reason])}, "
-        + (
-            left_out()
-            if reason == "budget"
-            else f"(SELECT count(*) FROM excluded WHERE reason = {literals([reason])})"
-        )
-        for reason in EXCLUSION_REASONS
-    )
+    zeros = ", ".join(f"{literals([reason])}, 0" for reason in EXCLUSION_REASONS)
+    exclusions = f"""jsonb_build_object({zeros})
+            || COALESCE((SELECT jsonb_object_agg(reason, matches) FROM exclusion_counts
+                         WHERE reason <> {literals([MORE_MATCHES])}), '{{}}'::jsonb)
+            || jsonb_build_object('budget', (SELECT messages FROM left_out))"""
     values = {
         "id": "%(a_id)s",
         "tool": literals([SEARCH_TOOL]),
@@ -114,9 +109,9 @@ def audited_cte(insert: str) -> str:
                    ORDER BY r.position)
             FROM page_scores AS r WHERE r.position IN (SELECT position FROM kept_hits)
         ), '[]'::jsonb)""",
-        "exclusions": f"jsonb_build_object({reasons})",
+        "exclusions": exclusions,
         "exclusions_capped": (
-            f"EXISTS (SELECT 1 FROM excluded WHERE reason = {literals([MORE_MATCHES])})"
+            f"EXISTS (SELECT 1 FROM exclusion_counts WHERE reason = {literals([MORE_MATCHES])})"
         ),
         "outcome": f"""CASE WHEN s.searching THEN {literals([SearchOutcome.ANSWERED])}
                             ELSE {literals([SearchOutcome.BUDGET_EXHAUSTED])} END""",

@@ -5,7 +5,8 @@ nearest first (before it, then after it); a message already in the run's evidenc
 taken by this search, costs nothing. ``hit_spend`` marks each hit's cost; ``kept_hits`` are the
 hits that fit; ``offered`` is every message the answer could carry, in the order the budget
 takes them; ``taken`` is each of them once, at its first offer, with whether it fits and
-whether it is new to the run (the evidence the next stage records).
+whether it is new to the run (the evidence the next stage records); ``left_out`` how many the
+budget left out.
 
 The budget is ``state.remaining``, from the run's row as its lock returned it: the counter the
 previous search on the run committed. The evidence rows that search wrote are not in this
@@ -82,11 +83,13 @@ def taken_cte() -> str:
 
 
 @cache
-def left_out() -> str:
+def left_out_cte() -> str:
     """How many distinct messages the budget left out: hits that did not fit, and neighbours of
     the kept hits that did not."""
-    return """(SELECT count(*) FROM (
+    return """left_out AS MATERIALIZED (
+        SELECT count(*) AS messages FROM (
             SELECT id FROM hit_spend WHERE id NOT IN (SELECT id FROM kept_hits)
             UNION
             SELECT id FROM taken WHERE NOT fits
-        ) AS out)"""
+        ) AS out
+    )"""

@@ -44,6 +44,7 @@ PLAN = [
     "walked",
     "examined",
     "excluded",
+    "exclusion_counts",
     "term_matches",
     "term_counts",
     "matches",
@@ -70,6 +71,7 @@ PLAN = [
     "kept_hits",
     "offered",
     "taken",
+    "left_out",
     # record
     "page_scores",
     "recorded",
