@@ -55,8 +55,14 @@ class ConversationSearchEvent(TenantModel):
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # The composite key to the agent names the workspace already; the workspace, run and agent
+    # are read through the (…, created_at) indexes below, not indexes of their own.
     workspace = models.ForeignKey(
-        "messages_app.Workspace", on_delete=models.PROTECT, related_name="+"
+        "messages_app.Workspace",
+        db_constraint=False,
+        db_index=False,
+        on_delete=models.PROTECT,
+        related_name="+",
     )
     tool = models.CharField(
         max_length=32, choices=SearchTool.choices, default=SearchTool.SEARCH_HISTORY
@@ -64,13 +70,18 @@ class ConversationSearchEvent(TenantModel):
     run = TenantForeignKey(
         "messages_app.Run",
         db_constraint=False,
+        db_index=False,
         on_delete=models.PROTECT,
         null=True,
         blank=True,
         related_name="search_events",
     )
     agent = TenantForeignKey(
-        "messages_app.Agent", db_constraint=False, on_delete=models.PROTECT, related_name="+"
+        "messages_app.Agent",
+        db_constraint=False,
+        db_index=False,
+        on_delete=models.PROTECT,
+        related_name="+",
     )
     destination = TenantForeignKey(
         "messages_app.Conversation",

@@ -101,9 +101,18 @@ class RunEvidence(TenantModel):
     the lineage of the reply.
     """
 
-    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
+    # No key of its own, nor index: the composite keys to the run and the message name the
+    # workspace already, and a search inserts up to a hundred rows, each checked per key.
+    workspace = models.ForeignKey(
+        Workspace,
+        db_constraint=False,
+        db_index=False,
+        on_delete=models.PROTECT,
+        related_name="+",
+    )
+    # Read by (workspace, run) through run_evidence_once.
     run = TenantForeignKey(
-        Run, db_constraint=False, on_delete=models.CASCADE, related_name="evidence"
+        Run, db_constraint=False, db_index=False, on_delete=models.CASCADE, related_name="evidence"
     )
     message = TenantForeignKey(
         Message, db_constraint=False, on_delete=models.PROTECT, related_name="+"

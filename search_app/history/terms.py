@@ -36,7 +36,7 @@ from search_app.query.parse import Term, TermQuery
 
 ALL, BUCKETS, SLICES = "all", "buckets", "slices"
 # Eligible matches a term keeps as candidates; one more is read to know whether it has more.
-TERM_CANDIDATES = 256
+TERM_CANDIDATES = 128
 # A word in at least this share of all documents is walked through the agent's rooms: its
 # matches are dense enough that reading the rooms' newest messages finds them soonest.
 WALK_SHARE = 0.03
