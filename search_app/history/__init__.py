@@ -1,15 +1,16 @@
-"""search_history's hits statement: one statement for the ranked hits, their neighbours, their
-highlights and the audit's exclusion counts, all through ``search_app.perspective``.
+"""search_history's statement: one statement for the whole call, through
+``search_app.perspective``, one module a stage in the order they run:
 
-Its modules follow the statement's plan, one builder function per CTE:
-
-- ``ranking``: SPEC §6, the weights and the SQL of every score component;
-- ``matches``: the projection read once (``matches``, ``excluded``, ``match_speakers``,
-  ``weights``, ``partial``);
-- ``context``: the surroundings of the best matches (``pool``, ``windows``, ``window_words``,
-  ``receivers``) and the scored ``candidates``;
-- ``page``: closeness where it matters (``leaders``, ``floor``, ``contenders``, ``ranked``),
-  the canonical recheck (``page``), the hits' neighbours (``nearby``) and the one result set;
+- ``run``: the run's lock and its scope;
+- ``terms``: the query's terms, each one's route, and the span the agent's messages lie in;
+- ``candidates``: each term's newest eligible matches, read by its route, bounded;
+- ``matches``: the candidates scored on their own words (``ranking`` holds SPEC §6's weights
+  and the SQL of every score component);
+- ``context``: the surroundings of the best candidates, and their scores;
+- ``page``: closeness where it matters, the canonical recheck and the hits' neighbours;
+- ``spend``: what fits the run's evidence budget;
+- ``record``: the evidence rows and the audit event;
+- ``answer``: the one result set;
 - ``statement``: ``hits_statement``, which composes them and binds their parameters;
 - ``read``: ``history_read``, which runs it and reads its rows back by column name;
 - ``results``: the filters a search takes and the hits it answers.

@@ -5,13 +5,15 @@ id), and one more is read to know whether it has more. They are found by the ter
 (``terms``), each of which reads only what it needs:
 
 - ``rare_matches``: the terms routed ``all``, every match of them, in one scan of the bucket
-  index over every bucket of the agent's extent;
+  index over every bucket of the agent's extent, which reads at most ``RARE_READ`` matches
+  (``rare_overflow``: past that the terms are walked through the rooms instead);
 - ``walk``: the other terms, step by step: a bucket of the index (newest first) or a slice of
   the agent's rooms read through the timeline index (slices double, newest first), until a term
   has one match more than it keeps, or its extent ends. A walk of slices that has not found
-  them after ``terms.WALK_SLICES`` slices goes on through the buckets from the newest, so no
-  path reads more than the term's matches or its slices; ``walked`` is each term's rows from
-  the route it ended on.
+  them after ``terms.WALK_SLICES`` slices goes on through the buckets from the newest; a bucket
+  walk that reads ``BUCKET_READ`` matches stops there and the term is walked through the rooms
+  from the newest, for good (``rooms``), so no path reads more than its bound, the term's
+  matches or the agent's own rooms; ``walked`` is each term's rows from the route it ended on.
 
 Each match read is classified by ``perspective.exclusion_reason`` (a slice reads only the
 agent's own intervals, so only rules 4 and 5 can withhold there). ``examined`` is what the
@@ -27,7 +29,7 @@ from __future__ import annotations
 from functools import cache
 
 from formation.sql import literals, table
-from search_app.history.terms import ALL, BUCKETS, SLICES, term_columns
+from search_app.history.terms import ALL, BUCKETS, ROOMS, SLICES, term_columns
 from search_app.models import MessageSearchDocument
 from search_app.perspective import counted_exclusion_reason, exclusion_reason, observed_join
 from search_app.query.parse import TermQuery
@@ -47,16 +49,23 @@ MATCH_COLUMNS = (
 )
 
 
-def filter_conditions(row: str = "d") -> str:
+def filter_conditions(row: str = "d", *, by_time: bool = False) -> str:
     """The caller's filters, on row ``row`` (a projection row or a message: both carry the
     sender and time columns); each one holds for every row when its parameter is NULL, so one
-    statement serves every combination."""
+    statement serves every combination.
+
+    The time bounds are index conditions only ``by_time`` (the walk through the rooms' timeline
+    index, which they narrow): elsewhere they are written so that no index can take them, so
+    that no plan reads the GIN index's matches through a timeline instead (a plan made while
+    the tables were small did, reading every document of the workspace per step)."""
+    after = f"{row}.created_at > COALESCE(%(f_after)s::timestamptz, '-infinity')"
+    before = f"{row}.created_at < COALESCE(%(f_before)s::timestamptz, 'infinity')"
+    times = f"AND {after} AND {before}" if by_time else f"AND ({after} AND {before}) IS TRUE"
     return f"""
         AND (%(f_speaker)s::text <> 'requester'
              OR {row}.sender_account_id IN (SELECT account_id FROM requester_accounts))
         AND (%(f_speaker)s::text <> 'you' OR {row}.sender_agent_id = %(p_agent)s)
-        AND {row}.created_at > COALESCE(%(f_after)s::timestamptz, '-infinity')
-        AND {row}.created_at < COALESCE(%(f_before)s::timestamptz, 'infinity')"""
+        {times}"""
 
 
 def filter_params(speaker: str, after: object, before: object) -> dict[str, object]:
@@ -69,13 +78,17 @@ def exclusion_params() -> dict[str, object]:
     return {"x_scan": EXCLUSION_SCAN}
 
 
-def _classified(alias: str) -> str:
+def _classified(alias: str, *, every_document: bool = False) -> str:
     """A match's columns from projection row ``alias``, its document only when it is eligible
-    (a withheld one is only counted)."""
+    (a withheld one is only counted) unless ``every_document``."""
     reason = exclusion_reason(alias, projection=True)
+    document = (
+        f"{alias}.document"
+        if every_document
+        else f"CASE WHEN {reason} IS NULL THEN {alias}.document END"
+    )
     return f"""{alias}.message_id AS id, {alias}.conversation_id, {alias}.created_at,
-               {alias}.sender_account_id, {alias}.sender_agent_id,
-               CASE WHEN {reason} IS NULL THEN {alias}.document END AS document,
+               {alias}.sender_account_id, {alias}.sender_agent_id, {document} AS document,
                {reason} AS reason"""
 
 
@@ -83,7 +96,7 @@ def _classified(alias: str) -> str:
 def rare_matches_cte() -> str:
     """Every match of the ``all`` terms, in one scan of the bucket index over the extent."""
     return f"""rare_matches AS MATERIALIZED (
-        SELECT {_classified("d")}
+        SELECT {_classified("d", every_document=True)}
         FROM {table(MessageSearchDocument)} AS d
         {observed_join("d")}
         WHERE %(q_rare)s::tsquery IS NOT NULL AND (SELECT searching FROM state)
@@ -91,13 +104,30 @@ def rare_matches_cte() -> str:
               = ANY ((SELECT keys FROM bucket_keys)::bigint[])
           AND d.workspace_id = %(p_workspace)s AND d.document @@ %(q_rare)s::tsquery
           {filter_conditions("d")}
+        LIMIT %(c_rare_read)s
     )"""
+
+
+@cache
+def rare_overflow_cte() -> str:
+    """Whether the ``all`` terms had more matches than that scan reads (their statistics were
+    stale, or called them rarer than they are): then they are walked instead, and what it read
+    is dropped, so no route reads more than its bound. A term in at least ``OVERFLOW_SHARE`` of
+    what it read walks the rooms (it is dense), any other the buckets."""
+    return """rare_overflow AS MATERIALIZED (
+        SELECT count(*) >= %(c_rare_read)s AS overflow FROM rare_matches
+    )"""
+
+
+# The rows of ``rare_matches`` the search keeps: all of them, unless the scan overflowed.
+_RARE_KEPT = "rare_matches WHERE NOT (SELECT overflow FROM rare_overflow)"
 
 
 def _bucket_step() -> str:
     """Step ``s.step`` of a bucket walk: the term's matches in the ``s.step``-th bucket back
-    from the newest, through the bucket index."""
-    return f"""SELECT false AS carrier, {_classified("d")}
+    from the newest, through the bucket index, no more than what is left of the walk's
+    ``BUCKET_READ`` (a walk that reads them all goes on through the rooms)."""
+    return f"""(SELECT false AS carrier, {_classified("d")}
             FROM {table(MessageSearchDocument)} AS d
             {observed_join("d")}
             WHERE s.route = {literals([BUCKETS])}
@@ -105,7 +135,8 @@ def _bucket_step() -> str:
                   = formation_search_bucket_key(%(p_workspace)s,
                                                 (SELECT top FROM extent) - s.step)
               AND d.workspace_id = %(p_workspace)s AND d.document @@ s.query
-              {filter_conditions("d")}"""
+              {filter_conditions("d")}
+            LIMIT %(c_bucket_read)s - s.read)"""
 
 
 # Slice ``s.step`` of a walk through the rooms: ``(newest - first (2^(k+1) - 1),
@@ -127,16 +158,17 @@ def _slice_step() -> str:
              AND d.created_at <= {_SLICE_END}
              AND d.created_at >= d_observed.joined_at
              AND (d_observed.left_at IS NULL OR d.created_at < d_observed.left_at)
-            WHERE s.route = {literals([SLICES])} AND ts_match_vq(d.document, s.query)
-              {filter_conditions("d")}"""
+            WHERE s.route IN ({literals([SLICES, ROOMS])}) AND ts_match_vq(d.document, s.query)
+              {filter_conditions("d", by_time=True)}"""
 
 
 @cache
 def walk_cte() -> str:
     """The ``buckets`` and ``slices`` terms, walked step by step (a recursive CTE): each step
     answers the rows it read and one *carrier* row with the state of the walk (its route, step
-    and how many eligible matches it has), from which the next step goes on, until the term has
-    ``c_read`` of them or its extent ends."""
+    and how many eligible matches it has, and matches it read), from which the next step goes
+    on, until the term has ``c_read`` of them or its extent ends. The route changes at most
+    twice, slices to buckets to rooms, each time from the newest again."""
     nulls = ", ".join(
         f"NULL::{kind}"
         for kind in ("uuid", "uuid", "timestamptz", "uuid", "uuid", "tsvector", "text")
@@ -147,22 +179,35 @@ def walk_cte() -> str:
         ELSE {_SLICE_START} <= (SELECT oldest FROM extent) END"""
     switching = f"""(x.carrier AND s.route = {literals([SLICES])} AND NOT ({ended})
                      AND s.step + 1 >= %(c_slices)s AND s.found + x.in_step < %(c_read)s)"""
+    flooded = f"""(x.carrier AND s.route = {literals([BUCKETS])}
+                   AND s.read + x.read_in_step >= %(c_bucket_read)s)"""
+    restarting = f"({switching} OR {flooded})"
     columns = ", ".join(f"x.{column}" for column in MATCH_COLUMNS)
-    return f"""walk (iteration, term, query, route, step, found, done, carrier,
+    return f"""walk (iteration, term, query, route, step, found, read, done, carrier,
                    {", ".join(MATCH_COLUMNS)}) AS (
-        SELECT 0, t.term, t.query, t.route, 0, 0::bigint, false, true, {nulls}
-        FROM terms AS t WHERE t.route <> {literals([ALL])}
+        SELECT 0, t.term, t.query,
+               CASE WHEN t.route <> {literals([ALL])} THEN t.route
+                    WHEN (SELECT count(*) FILTER (WHERE r.document @@ t.query)
+                          FROM rare_matches AS r) >= %(c_overflow_dense)s
+                    THEN {literals([SLICES])}
+                    ELSE {literals([BUCKETS])} END,
+               0, 0::bigint, 0::bigint, false, true, {nulls}
+        FROM terms AS t
+        WHERE t.route <> {literals([ALL])} OR (SELECT overflow FROM rare_overflow)
         UNION ALL
         SELECT s.iteration + 1, s.term, s.query,
-               CASE WHEN {switching} THEN {literals([BUCKETS])} ELSE s.route END,
-               CASE WHEN {switching} THEN 0 ELSE s.step + 1 END,
-               CASE WHEN {switching} THEN 0 ELSE s.found + x.in_step END,
-               x.carrier AND NOT {switching} AND ({ended}),
+               CASE WHEN {switching} THEN {literals([BUCKETS])}
+                    WHEN {flooded} THEN {literals([ROOMS])} ELSE s.route END,
+               CASE WHEN {restarting} THEN 0 ELSE s.step + 1 END,
+               CASE WHEN {restarting} THEN 0 ELSE s.found + x.in_step END,
+               CASE WHEN {restarting} THEN 0 ELSE s.read + x.read_in_step END,
+               x.carrier AND NOT {restarting} AND ({ended}),
                x.carrier, {columns}
         FROM walk AS s
         CROSS JOIN LATERAL (
             SELECT r.*, count(*) FILTER (WHERE NOT r.carrier AND r.reason IS NULL) OVER ()
-                       AS in_step
+                       AS in_step,
+                   count(*) FILTER (WHERE NOT r.carrier) OVER () AS read_in_step
             FROM (
                 {_bucket_step()}
                 UNION ALL
@@ -193,9 +238,9 @@ def walked_cte() -> str:
 @cache
 def examined_cte() -> str:
     """Every match the search read, once each, with why it is withheld (NULL: eligible)."""
-    return """examined AS MATERIALIZED (
+    return f"""examined AS MATERIALIZED (
         SELECT DISTINCT ON (e.id) e.id, e.reason
-        FROM (SELECT id, reason FROM rare_matches UNION ALL SELECT id, reason FROM walked) AS e
+        FROM (SELECT id, reason FROM {_RARE_KEPT} UNION ALL SELECT id, reason FROM walked) AS e
         ORDER BY e.id
     )"""
 
@@ -236,6 +281,7 @@ def term_matches_cte() -> str:
             FROM terms AS t
             JOIN rare_matches AS r
               ON t.route = {literals([ALL])} AND r.reason IS NULL AND r.document @@ t.query
+             AND NOT (SELECT overflow FROM rare_overflow)
             UNION ALL
             SELECT w.term, w.id, w.created_at FROM walked AS w WHERE w.reason IS NULL
         ) AS m
@@ -263,7 +309,7 @@ def matches_cte(query: TermQuery) -> str:
                {term_columns(query, "c.document")}
         FROM (
             SELECT DISTINCT ON (f.id) f.*
-            FROM (SELECT {columns} FROM rare_matches WHERE reason IS NULL
+            FROM (SELECT {columns} FROM {_RARE_KEPT} AND reason IS NULL
                   UNION ALL
                   SELECT {columns} FROM walked WHERE reason IS NULL) AS f
             WHERE f.id IN (SELECT id FROM term_matches WHERE place <= %(c_keep)s)

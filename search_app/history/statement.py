@@ -77,6 +77,7 @@ def hits_statement(
         terms.extent_cte(),
         terms.bucket_keys_cte(),
         candidates.rare_matches_cte(),
+        candidates.rare_overflow_cte(),
         candidates.walk_cte(),
         candidates.walked_cte(),
         candidates.examined_cte(),

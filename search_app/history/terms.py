@@ -14,6 +14,12 @@ occur in the whole projection (PostgreSQL's own column statistics, ``pg_stats``)
 - ``slices``: a word in at least ``WALK_SHARE`` of all documents, read by walking the agent's
   rooms newest first through the timeline index, in slices of time that double.
 
+A walk can change route on its way, never what it finds: slices that have not found enough
+after ``WALK_SLICES`` go on through the buckets, and a bucket walk that has read
+``BUCKET_READ`` matches (a flood, most of it withheld, or statistics that called the word
+rarer than it is) reads no more: the term is walked through the rooms instead (``rooms``:
+slices that never go back to the buckets), which read only what the agent was in.
+
 A route decides only what the search reads, never what it finds: each one yields exactly the
 term's newest eligible matches, so the statistics (which count every message, withheld ones
 too) can move the cost of a search but never its hits, their order or their scores.
@@ -34,9 +40,16 @@ from search_app.history import ranking
 from search_app.models import MessageSearchDocument
 from search_app.query.parse import Term, TermQuery
 
-ALL, BUCKETS, SLICES = "all", "buckets", "slices"
+ALL, BUCKETS, SLICES, ROOMS = "all", "buckets", "slices", "rooms"
 # Eligible matches a term keeps as candidates; one more is read to know whether it has more.
 TERM_CANDIDATES = 128
+# The most matches the one scan of the ``all`` terms reads: past that, they are walked, through
+# the rooms if at least OVERFLOW_SHARE of what it read holds the term, else through the buckets.
+RARE_READ = 2_000
+OVERFLOW_SHARE = 0.1
+# The most matches a walk through the buckets reads: past that (a flood of matches the agent
+# may not see, or a word denser than its statistics say) it goes on through the rooms.
+BUCKET_READ = 4_000
 # A word in at least this share of all documents is walked through the agent's rooms: its
 # matches are dense enough that reading the rooms' newest messages finds them soonest.
 WALK_SHARE = 0.03
@@ -46,8 +59,8 @@ PHRASE_SHARE = 0.25
 STATISTICS_SECONDS = 300.0
 # The first slice of a walk, back from the newest eligible message; each next one is twice as
 # long. After WALK_SLICES slices without enough matches a walk goes on through the buckets.
-FIRST_SLICE = "1 hour"
-WALK_SLICES = 16
+FIRST_SLICE = "10 minutes"
+WALK_SLICES = 20
 
 
 @dataclass(frozen=True)
@@ -133,6 +146,9 @@ def term_params(query: TermQuery, chosen: tuple[str, ...]) -> dict[str, object]:
         **{f"q_route{i}": route for i, route in enumerate(chosen)},
         "q_rare": " | ".join(rare) if rare else None,
         "c_keep": TERM_CANDIDATES,
+        "c_rare_read": RARE_READ,
+        "c_bucket_read": BUCKET_READ,
+        "c_overflow_dense": max(1, round(RARE_READ * OVERFLOW_SHARE)),
         "c_read": TERM_CANDIDATES + 1,
         "c_first_slice": FIRST_SLICE,
         "c_slices": WALK_SLICES,
@@ -153,24 +169,40 @@ def terms_cte(query: TermQuery) -> str:
 @cache
 def extent_cte() -> str:
     """Where the agent's eligible messages within the caller's time filters can lie: after the
-        earliest moment the agent joined a permitted room and ``after``; up to the last moment it
-        left one, or the workspace's newest live message while it is still in one (read backwards
-    through ``message_live_ws_timeline``), and ``before``.
-        ``oldest``/``newest`` bound the walks' slices, ``bottom``/``top`` the buckets."""
+    earliest moment the agent joined a permitted room and ``after``, and before ``before``.
+    ``oldest``/``newest`` bound the walks through the rooms, ``bottom``/``top`` the buckets.
+
+    A walk through the rooms starts at the newest live message of the agent's own intervals
+    (one step back through each room's timeline index), so messages it may not see never widen
+    its slices, however many and however new (a flood in a room it never joined). The buckets
+    end at the workspace's newest live message while the agent is still in a room (the last
+    time it left one otherwise): a rare word's one scan reads, and counts for the audit, the
+    withheld matches newer than anything the agent may see too, within its bound."""
+    newest_seen = f"""(SELECT max(seen.created_at)
+                       FROM observed_intervals AS o
+                       CROSS JOIN LATERAL (
+                           SELECT m.created_at FROM {table(Message)} AS m
+                           WHERE m.workspace_id = %(p_workspace)s
+                             AND m.conversation_id = o.conversation_id
+                             AND m.deleted_at IS NULL
+                             AND m.created_at >= o.joined_at
+                             AND (o.left_at IS NULL OR m.created_at < o.left_at)
+                           ORDER BY m.created_at DESC, m.seq DESC LIMIT 1
+                       ) AS seen)"""
+    newest_kept = f"""CASE WHEN EXISTS (SELECT 1 FROM observed_intervals WHERE left_at IS NULL)
+                           THEN (SELECT max(newest.created_at)
+                                 FROM {table(Message)} AS newest
+                                 WHERE newest.workspace_id = %(p_workspace)s
+                                   AND newest.deleted_at IS NULL)
+                           ELSE (SELECT max(left_at) FROM observed_intervals) END"""
     return f"""extent AS MATERIALIZED (
-        SELECT e.*, formation_search_bucket_number(e.oldest) AS bottom,
-               formation_search_bucket_number(e.newest) AS top
+        SELECT e.oldest, e.newest, formation_search_bucket_number(e.oldest) AS bottom,
+               formation_search_bucket_number(e.last) AS top
         FROM (
             SELECT GREATEST((SELECT min(joined_at) FROM observed_intervals),
                             %(f_after)s::timestamptz) AS oldest,
-                   LEAST(CASE WHEN EXISTS (SELECT 1 FROM observed_intervals
-                                           WHERE left_at IS NULL)
-                              THEN (SELECT max(newest.created_at)
-                                    FROM {table(Message)} AS newest
-                                    WHERE newest.workspace_id = %(p_workspace)s
-                                      AND newest.deleted_at IS NULL)
-                              ELSE (SELECT max(left_at) FROM observed_intervals) END,
-                         %(f_before)s::timestamptz) AS newest
+                   LEAST({newest_seen}, %(f_before)s::timestamptz) AS newest,
+                   LEAST({newest_kept}, %(f_before)s::timestamptz) AS last
             WHERE (SELECT searching FROM state)
         ) AS e
     )"""

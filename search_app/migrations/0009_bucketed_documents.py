@@ -4,13 +4,14 @@ search_history finds each query word's newest matches without reading all of the
 (docs/search.md, "Bounded work"): a frequent word's through the index below, bucket by bucket
 newest first, the most frequent ones by walking the agent's rooms (``search_document_timeline``,
 already there). ``formation_search_bucket`` (search_app/sql/search_document.sql) is an
-expression of columns every document has, so nothing is rewritten: the new indexes are built
-CONCURRENTLY and the old one dropped CONCURRENTLY, and writes go on throughout
-(docs/operations.md, "Moving to bounded search").
+expression of columns every document has, so nothing is rewritten: the index is built
+CONCURRENTLY and writes go on throughout. The index it replaces is dropped by the next
+migration, once the code that reads this one serves (docs/operations.md, "Moving to bounded
+search").
 """
 
 import django.contrib.postgres.indexes
-from django.contrib.postgres.operations import AddIndexConcurrently, RemoveIndexConcurrently
+from django.contrib.postgres.operations import AddIndexConcurrently
 from django.db import migrations, models
 
 FUNCTIONS = """
@@ -60,9 +61,5 @@ class Migration(migrations.Migration):
                 models.F("document"),
                 name="search_document_bucket_gin",
             ),
-        ),
-        RemoveIndexConcurrently(
-            model_name="messagesearchdocument",
-            name="search_document_gin",
         ),
     ]

@@ -121,6 +121,16 @@ def test_every_route_finds_the_same_candidates(spread, keep, query):
     assert answers[terms.SLICES] == answers[terms.ALL]
 
 
+def test_rare_terms_with_more_matches_than_the_scan_reads_are_walked(spread):
+    """Routed ``all`` on statistics that call them rare, words with more matches than the one
+    scan reads are walked through the rooms instead, and found as every other route finds
+    them."""
+    with routed(terms.BUCKETS, keep=3):
+        expected = answer(spread(), "alpha omega")
+    with routed(terms.ALL, keep=3), mock.patch.object(terms, "RARE_READ", 5):
+        assert answer(spread(), "alpha omega") == expected
+
+
 def test_a_walk_whose_slices_run_out_goes_on_through_the_buckets(spread):
     """Two slices (an hour, then two more) hold none of these matches: the walk goes on
     through the buckets, newest first, and finds what every other route finds."""
@@ -128,6 +138,29 @@ def test_a_walk_whose_slices_run_out_goes_on_through_the_buckets(spread):
         expected = answer(spread(), "omega")
     with routed(terms.SLICES, keep=3, slices=2):
         assert answer(spread(), "omega") == expected
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_flood_of_withheld_matches_newer_than_everything_moves_nothing(world, spread, route):
+    """Sixty messages holding the words, in a room the agent never joined, newer than all it
+    may see: each route answers as before the flood, though a bucket holds more of them than a
+    bucket walk reads (it goes on through the rooms) and the workspace's newest message is one
+    of them (the slices start at the agent's own newest)."""
+    with routed(route, keep=3):
+        expected = {query: answer(spread(), query) for query in ("alpha", "alpha omega")}
+    flooded = factories.make_conversation(world.workspace, "public", "flooded")
+    speaker = factories.make_account(world.workspace, "Flo Example")
+    for minute in range(60):
+        factories.post(
+            flooded, speaker, "alpha omega flood", created_at=day(390) + timedelta(minutes=minute)
+        )
+    with (
+        routed(route, keep=3),
+        mock.patch.object(terms, "RARE_READ", 20),
+        mock.patch.object(terms, "BUCKET_READ", 20),
+    ):
+        for query, hits in expected.items():
+            assert answer(spread(), query) == hits, query
 
 
 @pytest.mark.parametrize("route", ROUTES)

@@ -40,6 +40,7 @@ PLAN = [
     "bucket_keys",
     # candidates
     "rare_matches",
+    "rare_overflow",
     "walk",
     "walked",
     "examined",
