@@ -7,8 +7,11 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 TEST_SETTINGS := DJANGO_SETTINGS_MODULE=formation.settings_test
 
-.PHONY: install run serve test test-steps lint format db-start db-stop db-status \
-	citus-up citus-down citus-status test-citus
+.PHONY: install run serve test test-steps test-prerequisites test-locomo lint format db-start db-stop \
+	db-status citus-up citus-down citus-status citus-prerequisites test-citus
+
+# Each target's prerequisites are made in the order listed: the checks below run first.
+.NOTPARALLEL:
 
 $(BIN)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed: run make with PYTHON=/path/to/python3.11")'
@@ -35,8 +38,14 @@ serve: install
 	DEBUG=$${DEBUG:-0} $(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	GUNICORN_BIND="$${GUNICORN_BIND:-$(HOST):$(PORT)}" $(BIN)/gunicorn --config python:formation.gunicorn_conf
 
+# What make test needs from the machine (PostgreSQL's server, chromium, chromium-driver,
+# redis-server), checked before anything is installed or started: one message naming all that
+# is missing and the apt-get line that brings it (tests/prerequisites.py).
+test-prerequisites:
+	@$(PYTHON) -m tests.prerequisites test
+
 # The steps run with the embedded cluster up; it is stopped after them if it was not running.
-test: install
+test: test-prerequisites install
 	$(BIN)/python -m formation.embedded_postgres run -- $(MAKE) --no-print-directory test-steps
 
 test-steps:
@@ -46,6 +55,11 @@ test-steps:
 	$(TEST_SETTINGS) $(BIN)/python manage.py makemigrations --check --dry-run
 	$(TEST_SETTINGS) $(BIN)/python manage.py spectacular --validate --fail-on-warn --file /dev/null
 	$(BIN)/pytest
+
+# The LoCoMo recall floor (tests/bench/test_relevance.py): its data is never in the repository,
+# so make test leaves it out; this runs it, and fails when ../shared/locomo is missing.
+test-locomo: install
+	$(BIN)/python -m formation.embedded_postgres run -- $(BIN)/pytest --locomo tests/bench/test_relevance.py
 
 lint: install
 	$(BIN)/ruff check .
@@ -65,9 +79,14 @@ db-stop: install
 db-status: install
 	$(BIN)/python -m formation.embedded_postgres status
 
+# What building Citus needs, unless it is installed (the packages .ci/build-citus builds it
+# with, and its source), checked like test-prerequisites.
+citus-prerequisites:
+	@$(PYTHON) -m tests.prerequisites citus
+
 # A local Citus cluster (a coordinator and two workers, docs/citus.md): built when missing,
 # started if stopped; the last line printed is the DATABASE_URL of its application database.
-citus-up: install
+citus-up: citus-prerequisites install
 	@.ci/build-citus >&2
 	@$(BIN)/python -m formation.citus_cluster up
 

@@ -43,11 +43,15 @@ TOOL_LIST = {
                             "type": {"type": "string", "enum": ["function"]},
                             "function": {
                                 "type": "object",
-                                "required": ["name", "description", "parameters"],
+                                "required": ["name", "description", "parameters", "strict"],
                                 "properties": {
                                     "name": {"type": "string"},
                                     "description": {"type": "string"},
-                                    "parameters": {"type": "object", "description": "JSON Schema."},
+                                    "parameters": {
+                                        "type": "object",
+                                        "description": "JSON Schema for strict function calling.",
+                                    },
+                                    "strict": {"type": "boolean", "enum": [True]},
                                 },
                             },
                         },
@@ -60,6 +64,19 @@ TOOL_LIST = {
                             "name": {"type": "string"},
                             "description": {"type": "string"},
                             "input_schema": {"type": "object", "description": "JSON Schema."},
+                        },
+                    },
+                    {
+                        "title": "gemini",
+                        "type": "object",
+                        "required": ["name", "description", "parameters"],
+                        "properties": {
+                            "name": {"type": "string"},
+                            "description": {"type": "string"},
+                            "parameters": {
+                                "type": "object",
+                                "description": "Gemini's subset of an OpenAPI 3.0 schema object.",
+                            },
                         },
                     },
                 ]

@@ -52,8 +52,8 @@ from formation.db_retries import retrying_conflicts
 from formation.errors import ApiError, Unauthenticated, error_code
 from formation.fields import Timestamp
 
-Style = Literal["mcp", "openai", "anthropic"]
-STYLES: tuple[Style, ...] = ("mcp", "openai", "anthropic")
+Style = Literal["mcp", "openai", "anthropic", "gemini"]
+STYLES: tuple[Style, ...] = ("mcp", "openai", "anthropic", "gemini")
 
 
 @dataclass
@@ -167,17 +167,39 @@ class ToolView(APIView):
 
 
 # --- JSON Schema from the serializers ----------------------------------------------------------
+#
+# One description of each argument (``Argument``), written out in each model API's dialect:
+#
+# - ``mcp`` and ``anthropic``: JSON Schema in the spelling every client reads. A nullable
+#   argument is ``anyOf`` a single-type branch and ``{"type": "null"}``, never a ``type`` array,
+#   which clients that map schemas onto a single-``type`` dialect reject (the MCP Inspector's
+#   ``--strict`` portability check warns about it). It accepts exactly what a type array would.
+# - ``openai``: OpenAI's strict function calling (``strict: true``), which takes only a subset of
+#   JSON Schema: every property listed in ``required``, ``additionalProperties: false``, and an
+#   optional argument written as nullable with a type array, so the model sends ``null`` for
+#   one it leaves out. Null means absent for every tool, so the runtime drops null arguments
+#   before calling (docs/mcp.md); keywords strict mode does not support are left out.
+# - ``gemini``: Gemini's function declarations, a subset of the OpenAPI 3.0 schema object: one
+#   ``type`` string, ``nullable: true``, no ``additionalProperties``, and only the string
+#   formats the Gemini API accepts.
 
 
-def _with_null(schema: dict[str, Any]) -> dict[str, Any]:
-    schema["type"] = [schema["type"], "null"]
-    if "enum" in schema:
-        schema["enum"] = [*schema["enum"], None]
-    return schema
+@dataclass(frozen=True)
+class Argument:
+    """One argument of a tool as every dialect starts from it."""
+
+    name: str
+    # Its JSON Schema without null: one ``type``, its constraints and its default.
+    schema: dict[str, Any]
+    description: str
+    required: bool
+    # Null is accepted (and means what absent means).
+    nullable: bool
 
 
 def field_schema(field: serializers.Field) -> dict[str, Any]:
-    """JSON Schema for one argument field; an unknown field type is an error, never a guess."""
+    """JSON Schema for one argument field, null aside (``Argument.nullable`` says whether it is
+    accepted); an unknown field type is an error, never a guess."""
     schema: dict[str, Any]
     if isinstance(field, Timestamp):
         schema = {"type": "string", "format": "date-time"}
@@ -204,39 +226,138 @@ def field_schema(field: serializers.Field) -> dict[str, Any]:
         raise TypeError(f"No JSON Schema mapping for {type(field).__name__}.")
     if field.default is not empty and not callable(field.default):
         schema["default"] = field.default
-    if field.allow_null:
-        schema = _with_null(schema)
     return schema
 
 
-def input_schema(tool: AgentTool) -> dict[str, Any]:
-    """The tool's arguments as a JSON Schema object: exactly the serializer's writable fields."""
-    properties: dict[str, Any] = {}
-    required: list[str] = []
+def tool_arguments(tool: AgentTool) -> list[Argument]:
+    """The tool's arguments: exactly the serializer's writable fields, each described."""
     fields = {name: f for name, f in tool.arguments().fields.items() if not f.read_only}
     missing = set(fields) ^ set(tool.argument_descriptions)
     if missing:
         raise LookupError(f"{tool.name}: argument descriptions out of step for {sorted(missing)}.")
-    for name, field in fields.items():
-        properties[name] = {**field_schema(field), "description": tool.argument_descriptions[name]}
-        if field.required:
-            required.append(name)
+    return [
+        Argument(
+            name=name,
+            schema=field_schema(field),
+            description=tool.argument_descriptions[name],
+            required=field.required,
+            nullable=field.allow_null,
+        )
+        for name, field in fields.items()
+    ]
+
+
+def _json_schema_property(argument: Argument) -> dict[str, Any]:
+    if not argument.nullable:
+        return {**argument.schema, "description": argument.description}
+    branch = {key: value for key, value in argument.schema.items() if key != "default"}
+    annotations = {key: value for key, value in argument.schema.items() if key == "default"}
+    return {
+        "anyOf": [branch, {"type": "null"}],
+        **annotations,
+        "description": argument.description,
+    }
+
+
+def input_schema(tool: AgentTool) -> dict[str, Any]:
+    """The tool's arguments as a JSON Schema object (the ``mcp`` and ``anthropic`` dialect)."""
+    arguments = tool_arguments(tool)
     return {
         "type": "object",
-        "properties": properties,
-        "required": required,
+        "properties": {argument.name: _json_schema_property(argument) for argument in arguments},
+        "required": [argument.name for argument in arguments if argument.required],
         "additionalProperties": False,
     }
 
 
+# The keywords OpenAI's strict mode supports beside ``type``, ``enum`` and ``description``
+# (its Structured Outputs guide, "Supported schemas"). The others (``minLength``, ``maxLength``,
+# ``default``) are left out, not refused: the descriptions give a model the lengths and
+# defaults it needs, and the tool still checks them.
+OPENAI_STRICT_KEYWORDS = frozenset(
+    {
+        "format",
+        "pattern",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minItems",
+        "maxItems",
+    }
+)
+
+
+def _openai_property(argument: Argument) -> dict[str, Any]:
+    schema = {
+        key: value
+        for key, value in argument.schema.items()
+        if key in OPENAI_STRICT_KEYWORDS or key in ("type", "enum")
+    }
+    if argument.nullable or not argument.required:
+        schema["type"] = [schema["type"], "null"]
+        if "enum" in schema:
+            schema["enum"] = [*schema["enum"], None]
+    return {**schema, "description": argument.description}
+
+
+def openai_parameters(tool: AgentTool) -> dict[str, Any]:
+    """The tool's arguments for OpenAI's strict function calling: every one required, the
+    optional ones nullable (the model's ``null`` stands for an argument left out)."""
+    arguments = tool_arguments(tool)
+    return {
+        "type": "object",
+        "properties": {argument.name: _openai_property(argument) for argument in arguments},
+        "required": [argument.name for argument in arguments],
+        "additionalProperties": False,
+    }
+
+
+# The string formats the Gemini API accepts in a function declaration (any other, such as
+# ``uuid``, fails the request); each tool's description says an id is a UUID.
+GEMINI_STRING_FORMATS = frozenset({"enum", "date-time"})
+
+
+def _gemini_property(argument: Argument) -> dict[str, Any]:
+    schema = dict(argument.schema)
+    if schema.get("format") not in (None, *GEMINI_STRING_FORMATS):
+        del schema["format"]
+    if argument.nullable:
+        schema["nullable"] = True
+    return {**schema, "description": argument.description}
+
+
+def gemini_parameters(tool: AgentTool) -> dict[str, Any]:
+    """The tool's arguments as a Gemini function declaration's ``parameters`` (OpenAPI 3.0's
+    schema object, the subset Gemini reads)."""
+    arguments = tool_arguments(tool)
+    return {
+        "type": "object",
+        "properties": {argument.name: _gemini_property(argument) for argument in arguments},
+        "required": [argument.name for argument in arguments if argument.required],
+    }
+
+
 def tool_definition(tool: AgentTool, style: Style = "mcp") -> dict[str, Any]:
-    """One tool in the shape an MCP client, OpenAI or Anthropic expects."""
-    schema = input_schema(tool)
+    """One tool in the shape an MCP client, OpenAI, Anthropic or Gemini expects."""
     if style == "openai":
         return {
             "type": "function",
-            "function": {"name": tool.name, "description": tool.description, "parameters": schema},
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": openai_parameters(tool),
+                "strict": True,
+            },
         }
+    if style == "gemini":
+        return {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": gemini_parameters(tool),
+        }
+    schema = input_schema(tool)
     if style == "anthropic":
         return {"name": tool.name, "description": tool.description, "input_schema": schema}
     return {"name": tool.name, "description": tool.description, "inputSchema": schema}

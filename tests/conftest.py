@@ -29,6 +29,49 @@ if os.environ.get("FORMATION_TEST_DATABASE_PREPARED"):
             call_command("migrate", verbosity=0)
 
 
+# The LoCoMo recall floor reads data that is never in the repository (CC BY-NC 4.0): it runs
+# only when asked (make test-locomo, which .ci/run runs), and a run that leaves it out says so
+# in its summary rather than passing or skipping it in silence.
+LOCOMO = "--locomo"
+_LEFT_OUT = pytest.StashKey[list[str]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        LOCOMO,
+        action="store_true",
+        help="also run the tests marked locomo (they fail when ../shared/locomo is missing)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "locomo: reads the LoCoMo data beside the checkout (make test-locomo)"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption(LOCOMO):
+        return
+    left_out = [item for item in items if item.get_closest_marker("locomo")]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if not item.get_closest_marker("locomo")]
+    config.stash[_LEFT_OUT] = [item.nodeid for item in left_out]
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    left_out = config.stash.get(_LEFT_OUT, [])
+    if not left_out:
+        return
+    terminalreporter.write_sep("=", "not run here")
+    for nodeid in left_out:
+        terminalreporter.write_line(
+            f"{nodeid}: the LoCoMo recall floor, which needs ../shared/locomo beside the "
+            "checkout; make test-locomo runs it (.ci/run does)"
+        )
+
+
 @dataclass
 class World:
     workspace: Workspace

@@ -1,6 +1,7 @@
 """A private redis-server for the tests, like the embedded PostgreSQL: Debian's ``redis-server``
 on a Unix socket in a fresh folder (no TCP port, nothing saved to disk), stopped by its process
-id. .ci/run installs the package; without it the tests fail with one sentence saying so."""
+id. ``make test`` checks it is on ``PATH`` before it starts (``tests/prerequisites.py``) and
+.ci/run installs the package; a test run without it fails with one sentence saying so."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.prerequisites import REDIS_SERVER, program
+
 MISSING = (
     "redis-server is not installed: apt-get install redis-server (Debian's package; .ci/run "
     "installs it)."
@@ -20,10 +23,10 @@ MISSING = (
 
 
 def redis_server_program() -> str:
-    program = shutil.which("redis-server") or "/usr/bin/redis-server"
-    if not Path(program).exists():
+    found = program(REDIS_SERVER)
+    if found is None:
         raise AssertionError(MISSING)
-    return program
+    return found
 
 
 class RedisServer:

@@ -849,7 +849,7 @@ VALUE_OF_TYPE = {
 
 def wrong_types(schema: Mapping[str, Any]) -> list[str]:
     """The JSON types an argument's schema does not allow (an integer is no ``number`` 5.5)."""
-    declared = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+    declared = [branch["type"] for branch in schema.get("anyOf", [schema])]
     return [json_type for json_type in VALUE_OF_TYPE if json_type not in declared]
 
 

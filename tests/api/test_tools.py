@@ -28,7 +28,9 @@ from formation.tools import (
     call_tool,
     caller_for_token,
     field_schema,
+    gemini_parameters,
     input_schema,
+    openai_parameters,
     tool_definitions,
 )
 from messages_app import services
@@ -389,18 +391,24 @@ def test_a_tool_is_registered_once():
 # --- definitions ------------------------------------------------------------------------------
 
 
-def test_styles_wrap_the_same_schema():
-    mcp, openai, anthropic = (tool_definitions(style) for style in STYLES)
+def test_styles_wrap_each_tool_in_its_api_shape():
+    mcp, openai, anthropic, gemini = (tool_definitions(style) for style in STYLES)
 
-    for plain, function, claude in zip(mcp, openai, anthropic, strict=True):
+    for plain, function, claude, declaration in zip(mcp, openai, anthropic, gemini, strict=True):
         assert set(plain) == {"name", "description", "inputSchema"}
         assert function == {
             "type": "function",
             "function": {
                 "name": plain["name"],
                 "description": plain["description"],
-                "parameters": plain["inputSchema"],
+                "parameters": openai_parameters(TOOLS_BY_NAME[plain["name"]]),
+                "strict": True,
             },
+        }
+        assert declaration == {
+            "name": plain["name"],
+            "description": plain["description"],
+            "parameters": gemini_parameters(TOOLS_BY_NAME[plain["name"]]),
         }
         assert claude == {
             "name": plain["name"],
@@ -428,8 +436,10 @@ def test_an_unknown_field_type_is_never_guessed():
 def test_nullable_arguments_say_so():
     speaker = properties("search_history")["speaker"]
 
-    assert speaker["type"] == ["string", "null"]
-    assert speaker["enum"] == ["anyone", "requester", "you", None]
+    assert speaker["anyOf"] == [
+        {"type": "string", "enum": ["anyone", "requester", "you"]},
+        {"type": "null"},
+    ]
 
 
 @pytest.mark.parametrize("kind", ["agent", "run", "service"])

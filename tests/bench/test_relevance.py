@@ -2,6 +2,9 @@
 conversation, through the services, in the test database, and search_history keeps a floor.
 
 The data is read where CI puts it, beside the checkout; it is never copied here (CC BY-NC 4.0).
+So the test is marked ``locomo``: ``make test`` leaves it out and says so in its summary, and
+``make test-locomo`` (a step of .ci/run) runs it, failing when the file is missing. The
+synthetic set of ``test_relevance_set.py`` is ``make test``'s own ranking guard.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ SAMPLE = "conv-26"
 # with it (SQLite FTS5 BM25: 0.613): the floor catches a ranking that loses what it gained.
 RECALL_AT_20_FLOOR = 0.68
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.locomo]
 
 
 def test_search_history_keeps_its_recall_floor_on_one_conversation():

@@ -9,7 +9,9 @@ list. Nowhere is there a control that adds, changes or deletes an audit event, a
 overflows sideways in a 1280 px window. Set ``ADMIN_SCREENSHOTS`` to a directory to keep a
 screenshot of each page.
 
-A missing browser or driver fails the test rather than skipping it: CI installs both.
+A missing browser or driver fails the test rather than skipping it; ``make test`` names them
+before it starts (``tests/prerequisites.py``), and CI installs both. Both are run as found on
+``PATH``, as that check finds them.
 """
 
 from __future__ import annotations
@@ -32,9 +34,8 @@ from audit_app.models import ConversationSearchEvent
 from messages_app import services
 from tests import factories
 from tests.audit_app.helpers import search
+from tests.prerequisites import CHROMEDRIVER, CHROMIUM, program
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
 WIDTH = 1280
 CHROMIUM_FLAGS = (
     "--headless",
@@ -58,18 +59,19 @@ def browser(tmp_path: Path) -> Iterator[WebDriver]:
     """Headless Chromium through the system chromedriver. The driver's path is given, so
     Selenium Manager never runs (it would try to download a driver); a fresh profile each
     time."""
-    missing = [str(path) for path in (CHROMIUM, CHROMEDRIVER) if not path.is_file()]
+    found = {name: program(name) for name in (CHROMIUM, CHROMEDRIVER)}
+    missing = [name for name, path in found.items() if path is None]
     if missing:
         pytest.fail(
             f"The admin's browser test needs {' and '.join(missing)}: install Debian's "
             "packages with `apt-get install -y chromium chromium-driver` (.ci/run does)."
         )
     options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
+    options.binary_location = found[CHROMIUM]
     for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}"):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    driver = webdriver.Chrome(service=Service(executable_path=found[CHROMEDRIVER]), options=options)
     driver.set_page_load_timeout(60)
     try:
         yield driver
