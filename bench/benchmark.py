@@ -1244,6 +1244,7 @@ def report(rows: list[Row], context: dict[str, object], args: argparse.Namespace
             f"| {row.tool} | {row.case} | {' | '.join(cells)} | {ratio} | {of_medians} "
             f"| {margin} | {count_cell(row.statements)} | {row.note} |"
         )
+    lines += relative_to_rare(rows)
     lines += [
         "",
         "Times in milliseconds, nearest-rank percentiles. API: HTTP through gunicorn; "
@@ -1260,6 +1261,23 @@ def report(rows: list[Row], context: dict[str, object], args: argparse.Namespace
         "floor runs none and is not counted.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def relative_to_rare(rows: list[Row]) -> list[str]:
+    """Each search_history row's API p50 and p95 over the rare-term row's p50 of the same run
+    (how a search's cost grows with its words' matches), as lines under the table."""
+    history = [row for row in rows if row.tool == "search_history" and row.api]
+    rare = next((row for row in history if row.case == "rare terms"), None)
+    if rare is None:
+        return []
+    base = statistics.median(rare.api)
+    cells = ", ".join(
+        f"{row.case} {statistics.median(row.api) / base:.2f}x (p95 "
+        f"{percentile(row.api, 0.95) / base:.2f}x)"
+        for row in history
+        if row is not rare
+    )
+    return ["", f"search_history API over the rare-term API p50 ({base:.1f} ms): {cells}."]
 
 
 def history_query(value: str) -> tuple[str, str]:

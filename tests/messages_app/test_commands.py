@@ -390,8 +390,11 @@ def test_export_workspace_to_a_reader_that_stops_early_ends_in_one_sentence(worl
     export recorded as interrupted."""
     from tests.test_mcp import subprocess_database_url
 
-    for index in range(3):
-        factories.post(world.public, world.alice, f"sample line {index}")
+    # After the first line, more than a pipe's buffer (64 KiB on Linux): the command cannot
+    # have written everything before the reader stops, however fast it runs.
+    factories.post(world.public, world.alice, "sample line 0")
+    for index in range(1, 5):
+        factories.post(world.public, world.alice, f"sample line {index} " + "filler " * 6_000)
     environment = {
         **os.environ,
         "DATABASE_URL": subprocess_database_url(),
