@@ -18,7 +18,9 @@ once it has done with the rows (so a failure while it reads them still keeps not
 ``DATABASE_PREPARED_STATEMENTS=0`` turns preparing off (behind a pooler that cannot carry
 prepared statements across transactions, PgBouncer in transaction mode before 1.21); a
 connection that logs its queries (DEBUG, a test capturing them) runs the statement unprepared,
-so the log holds it with its values.
+so the log holds it with its values. So does a Citus coordinator: Citus plans a distributed
+statement with its values (its shard pruning and the subplans it runs first need them), and
+refuses a generic plan of this one ("could not create distributed plan").
 """
 
 from __future__ import annotations
@@ -72,7 +74,11 @@ def fetch_all(sql: str, params: Mapping[str, Any]) -> list[Any]:
     timeout, and error translation, see it like any other statement)."""
     if not connection.in_atomic_block:
         raise RuntimeError("fetch_all runs its statement in the caller's transaction.")
-    if not settings.DATABASE_PREPARED_STATEMENTS or connection.queries_logged:
+    if (
+        not settings.DATABASE_PREPARED_STATEMENTS
+        or connection.queries_logged
+        or connection.is_citus
+    ):
         with named_rows() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchall()
