@@ -220,6 +220,11 @@ def walk_cte() -> str:
     )"""
 
 
+def walk_ctes(*, walking: bool) -> tuple[str, ...]:
+    """The walk and what it read, or (no walk, on Citus) an empty ``walked``."""
+    return (walk_cte(), walked_cte()) if walking else (nothing_walked_cte(),)
+
+
 @cache
 def nothing_walked_cte() -> str:
     """``walked`` where no term is walked (a Citus coordinator): no rows."""
