@@ -72,7 +72,7 @@ def answer() -> str:
             )
         },
         "marked": """ts_headline(%(config)s::regconfig, formation_search_masked(p.content),
-                       %(q_any)s::tsquery, %(h_options)s)""",
+                       %(h_query)s::tsquery, %(h_options)s)""",
     }
     neighbour = {
         "kind": "'neighbour'",

@@ -60,6 +60,11 @@ MOST_CLOSENESS_ADDS = WEIGHTS["text"] * CLOSENESS_SHARE
 # BM25's term-frequency saturation and length normalisation (Robertson and Zaragoza's k1, b).
 BM25_K1 = 0.9
 BM25_B = 0.4
+# How much an identifier's part (a lexeme of weight C: ``parse`` of ``parse.py``, ``user`` of
+# ``getUserById``) counts beside a whole word, so that what was typed whole ranks first.
+IDENTIFIER_PART_WEIGHT = 0.5
+# ts_rank's weights, in its order {D, C, B, A}: words are D, identifier parts C.
+RANK_WEIGHTS = f"{{1,{IDENTIFIER_PART_WEIGHT},1,1}}"
 # ts_rank of one lexeme with every weight 1 is sum(1/j^2, j=1..tf) / (pi^2/6): times this, the
 # saturated frequency sum(1/j^2), 1 for one occurrence.
 RANK_TO_FREQUENCY = 1.64493406685
@@ -89,14 +94,15 @@ NAMED_SPEAKER = "(by_account.account_id IS NOT NULL OR by_agent.agent_id IS NOT 
 
 def term_frequency(query: TermQuery, index: int, document: str) -> str:
     """Term ``index``'s saturated frequency in ``document`` (0 where it does not match): one
-    occurrence counts 1, the j-th adds 1/j^2 (``ts_rank``'s own curve). A phrase counts once."""
+    occurrence counts 1 (an identifier's part ``IDENTIFIER_PART_WEIGHT``), the j-th adds 1/j^2
+    (``ts_rank``'s own curve). A phrase counts once."""
     term = f"%(q_t{index})s::tsquery"
     if len(query.terms[index].lexemes) > 1:
         frequency = "1::float8"
     else:
         # ts_rank is a float4: rounded back to the curve's own precision, one occurrence is 1
         # exactly (unrounded it was 0.99999999, and a lone word's text fell short of its value).
-        rank = f"ts_rank('{{1,1,1,1}}'::float4[], {document}, {term})"
+        rank = f"ts_rank('{RANK_WEIGHTS}'::float4[], {document}, {term})"
         scale = 10**FREQUENCY_DIGITS
         frequency = f"round({rank} * {RANK_TO_FREQUENCY * scale}::float8) / {scale}"
     return f"CASE WHEN {document} @@ {term} THEN {frequency} ELSE 0::float8 END"

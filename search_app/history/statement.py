@@ -156,5 +156,8 @@ def _params(
         candidates.exclusion_params(),
         context.context_params(),
         {"r_now": now, "r_fetch": limit + RECHECK_MARGIN, "r_limit": limit},
-        {"h_options": f"HighlightAll=true, StartSel={start}, StopSel={stop}"},
+        {
+            "h_options": f"HighlightAll=true, StartSel={start}, StopSel={stop}",
+            "h_query": query.highlight_tsquery,
+        },
     )

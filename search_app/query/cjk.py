@@ -38,6 +38,12 @@ def is_cjk(text: str) -> bool:
     return bool(text) and CJK_RUN.fullmatch(text) is not None
 
 
+# ASCII punctuation, blanked for highlights so that the words inside an identifier are words
+# of their own (``formation_search_masked``'s second class).
+_ASCII_PUNCTUATION = re.compile(r"[!-/:-@\[-`{-~]")
+
+
 def masked(text: str) -> str:
-    """``text`` with its CJK characters blanked one for one (``formation_search_masked``)."""
-    return _CJK_CHARACTER.sub(" ", text)
+    """``text`` with its CJK characters and ASCII punctuation blanked one for one
+    (``formation_search_masked``): what highlights are computed on."""
+    return _ASCII_PUNCTUATION.sub(" ", _CJK_CHARACTER.sub(" ", text))

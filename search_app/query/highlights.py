@@ -105,7 +105,7 @@ def _highlight_in_database(texts: list[str], query: TermQuery) -> list[list[list
             "options) "
             "FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS t(body, options, position) "
             "ORDER BY position",
-            [query.config, query.tsquery, texts, options],
+            [query.config, query.highlight_tsquery, texts, options],
         )
         outputs = [row[0] for row in cursor.fetchall()]
     return [

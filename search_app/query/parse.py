@@ -34,11 +34,21 @@ class Term:
     lexemes: tuple[str, ...]
     prefixes: tuple[bool, ...]
     cjk: tuple[str, ...] = ()
+    highlight: str | None = None
 
     @property
     def operand(self) -> str:
         """The term as an operand of ``|`` or a phrase operator."""
         return self.tsquery if len(self.lexemes) == 1 else f"({self.tsquery})"
+
+    @property
+    def highlight_operand(self) -> str:
+        """The term as highlights look for it, in text with punctuation blanked
+        (``formation_search_masked``): each lexeme holding punctuation as the phrase of its
+        words, ``'pars' <-> 'py'`` for ``parse.py``."""
+        if self.highlight is None:
+            return self.operand
+        return f"({self.highlight})"
 
 
 @dataclass(frozen=True)
@@ -57,6 +67,11 @@ class TermQuery:
     @property
     def tsquery(self) -> str:
         return " | ".join(term.operand for term in self.terms)
+
+    @property
+    def highlight_tsquery(self) -> str:
+        """What ``ts_headline`` marks, over text with punctuation blanked."""
+        return " | ".join(term.highlight_operand for term in self.terms)
 
     def term(self, index: int) -> str:
         return self.terms[index].tsquery
@@ -114,27 +129,42 @@ def _pieces(query: str) -> tuple[list[_Phrase], list[str]]:
 
 # The configuration: the workspace's language when a workspace is given (else ``config``).
 # Without one (memories) the statement reads no table at all, so on Citus the coordinator
-# answers it alone, whatever the transaction ran before.
+# answers it alone, whatever the transaction ran before. A query's words are read without
+# identifier parts (an identifier typed whole is matched whole); each lexeme holding ASCII
+# punctuation comes with its words as highlights see them, the punctuation blanked.
+_PUNCTUATION = "[!-/:-@[-`{-~]"
 _LEXEMES = """
     WITH config AS MATERIALIZED (SELECT {language} AS name)
-    SELECT config.name, found.number, found.lexeme, found.positions
+    SELECT config.name, found.number, found.lexeme, found.positions, found.words
     FROM config
     LEFT JOIN LATERAL (
-        SELECT part.number, lexeme.lexeme, lexeme.positions
+        SELECT part.number, lexeme.lexeme, lexeme.positions,
+               (SELECT array_agg(array[word.position::text, word.lexeme]
+                                 ORDER BY word.position, word.lexeme)
+                FROM unnest(to_tsvector(config.name::regconfig,
+                                        regexp_replace(lexeme.lexeme, '{punctuation}', ' ', 'g')))
+                     AS spelled
+                CROSS JOIN LATERAL (SELECT spelled.lexeme, unnest(spelled.positions) AS position)
+                     AS word
+                WHERE lexeme.lexeme ~ '{punctuation}') AS words
         FROM unnest(%(texts)s::text[]) WITH ORDINALITY AS part(body, number),
-             unnest(formation_search_document(config.name::regconfig, part.body)) AS lexeme
+             unnest(formation_search_lexemes(config.name::regconfig, part.body, false)) AS lexeme
     ) AS found ON true
 """
 _WORKSPACE_LANGUAGE = _LEXEMES.format(
     language=f"COALESCE((SELECT language FROM {table(Workspace)} "
-    "WHERE id = %(workspace)s), %(config)s)"
+    "WHERE id = %(workspace)s), %(config)s)",
+    punctuation=_PUNCTUATION,
 )
-_GIVEN_LANGUAGE = _LEXEMES.format(language="%(config)s::text")
+_GIVEN_LANGUAGE = _LEXEMES.format(language="%(config)s::text", punctuation=_PUNCTUATION)
 
 
-def _documents(texts: list[str], workspace_id, config: str) -> tuple[str, list[list]]:
-    """The configuration, and each text's document as (position, lexeme), in position order:
-    one statement, which also reads the workspace's language."""
+def _documents(
+    texts: list[str], workspace_id, config: str
+) -> tuple[str, list[list], dict[str, str]]:
+    """The configuration, each text's document as (position, lexeme) in position order, and
+    the highlight phrase of each lexeme holding punctuation: one statement, which also reads
+    the workspace's language."""
     with connection.cursor() as cursor:
         cursor.execute(
             _GIVEN_LANGUAGE if workspace_id is None else _WORKSPACE_LANGUAGE,
@@ -142,19 +172,27 @@ def _documents(texts: list[str], workspace_id, config: str) -> tuple[str, list[l
         )
         rows = cursor.fetchall()
     documents: list[list] = [[] for _ in texts]
-    for _, number, lexeme, positions in rows:
+    spelled: dict[str, str] = {}
+    for _, number, lexeme, positions, words in rows:
         if number is not None:
             documents[number - 1].extend((position, lexeme) for position in positions)
+        if words:
+            spelled[lexeme] = _phrase_term([(int(at), word) for at, word in words]).tsquery
     for document in documents:
         document.sort()
-    return rows[0][0], documents
+    return rows[0][0], documents, spelled
 
 
-def _phrase_term(occurrences: list[tuple[int, str]], prefixed: set[int] = frozenset()) -> Term:
+def _phrase_term(
+    occurrences: list[tuple[int, str]],
+    prefixed: set[int] = frozenset(),
+    spelled: dict[str, str] | None = None,
+) -> Term:
     """The lexemes in order, each gap between their positions kept (``<2>`` where a stop word
     stood); lexemes at one position are alternatives there. Positions in ``prefixed`` match
-    by prefix."""
-    parts, lexemes, prefixes, cjk = [], [], [], []
+    by prefix. ``spelled``: the highlight phrase of lexemes holding punctuation."""
+    spelled = spelled or {}
+    parts, shown, lexemes, prefixes, cjk = [], [], [], [], []
     previous = None
     run: list[str] = []
     for position, group in groupby(occurrences, key=lambda occurrence: occurrence[0]):
@@ -162,10 +200,19 @@ def _phrase_term(occurrences: list[tuple[int, str]], prefixed: set[int] = frozen
         star = ":*" if position in prefixed else ""
         operand = " | ".join(f"{quote_lexeme(lexeme)}{star}" for lexeme in found)
         operand = f"({operand})" if len(found) > 1 else operand
+        highlighted = " | ".join(
+            f"({spelled[lexeme]})"
+            if lexeme in spelled and not star
+            else f"{quote_lexeme(lexeme)}{star}"
+            for lexeme in found
+        )
+        highlighted = f"({highlighted})" if len(found) > 1 else highlighted
         if previous is not None:
             distance = position - previous
             parts.append("<->" if distance == 1 else f"<{distance}>")
+            shown.append(parts[-1])
         parts.append(operand)
+        shown.append(highlighted)
         lexemes.extend(found)
         prefixes.extend([bool(star)] * len(found))
         # The CJK text the bigrams spell: consecutive bigrams overlap by one character.
@@ -179,10 +226,13 @@ def _phrase_term(occurrences: list[tuple[int, str]], prefixed: set[int] = frozen
         previous = position
     if run:
         cjk.append("".join(run))
-    return Term(" ".join(parts), tuple(lexemes), tuple(prefixes), tuple(cjk))
+    highlight = " ".join(shown) if shown != parts else None
+    return Term(" ".join(parts), tuple(lexemes), tuple(prefixes), tuple(cjk), highlight)
 
 
-def _word_terms(occurrences: list[tuple[int, str]]) -> list[tuple[int, Term]]:
+def _word_terms(
+    occurrences: list[tuple[int, str]], spelled: dict[str, str]
+) -> list[tuple[int, Term]]:
     """A plain stretch: every lexeme a term of its own, and every run of CJK bigrams (at
     consecutive positions) one phrase term; each with the position it starts at."""
     terms: list[tuple[int, Term]] = []
@@ -196,7 +246,9 @@ def _word_terms(occurrences: list[tuple[int, str]]) -> list[tuple[int, Term]]:
             chain.append((position, lexeme))
         elif lexeme not in seen:
             seen.add(lexeme)
-            terms.append((position, Term(quote_lexeme(lexeme), (lexeme,), (False,))))
+            terms.append(
+                (position, Term(quote_lexeme(lexeme), (lexeme,), (False,), (), spelled.get(lexeme)))
+            )
     if chain:
         terms.append((chain[0][0], _phrase_term(chain)))
     terms.sort(key=lambda found: found[0])
@@ -210,14 +262,14 @@ def _last_position(occurrences: list[tuple[int, str]]) -> tuple[int, set[str]] |
     return last, {lexeme for position, lexeme in occurrences if position == last}
 
 
-def _terms(pieces: list[_Phrase], documents: list[list]) -> list[Term]:
+def _terms(pieces: list[_Phrase], documents: list[list], spelled: dict[str, str]) -> list[Term]:
     terms: list[Term] = []
     for piece in pieces:
         occurrences = documents[piece.text]
         if not occurrences:
             continue
         if piece.kind == "words":
-            terms.extend(term for _, term in _word_terms(occurrences))
+            terms.extend(term for _, term in _word_terms(occurrences, spelled))
             continue
         prefixed: set[int] = set()
         if piece.kind == "prefix":
@@ -231,7 +283,7 @@ def _terms(pieces: list[_Phrase], documents: list[list]) -> list[Term]:
             alone = _last_position(documents[word])
             if alone and alone[1] == own and not any(is_cjk(lexeme) for lexeme in own):
                 prefixed.add(end)
-        terms.append(_phrase_term(occurrences, prefixed))
+        terms.append(_phrase_term(occurrences, prefixed, spelled))
     distinct: dict[str, Term] = {}
     for term in terms:
         distinct.setdefault(term.tsquery, term)
@@ -242,8 +294,8 @@ def parse_query(text: str, *, workspace_id=None, config: str = SEARCH_CONFIG) ->
     """The OR query for ``text`` in the workspace's language (``config`` without one, or for
     a workspace that does not exist); ``invalid_arguments`` when no searchable word is left."""
     pieces, texts = _pieces(text)
-    config, documents = _documents(texts, workspace_id, config)
-    terms = _terms(pieces, documents)
+    config, documents, spelled = _documents(texts, workspace_id, config)
+    terms = _terms(pieces, documents, spelled)
     if not terms:
         raise InvalidArguments.for_field(
             "query", "The query has no searchable words (only stop words or punctuation)."

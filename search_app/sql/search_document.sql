@@ -1,12 +1,14 @@
 -- The one definition of a search document, as the migrated database holds it (created by
--- search_app/migrations/0005_search_documents_cjk_language.py; the triggers in triggers.sql,
--- the memories and the queries use it). tests/test_triggers.py holds the database to this file.
+-- search_app/migrations/0005_search_documents_cjk_language.py, identifier parts added by
+-- 0011_identifier_parts.py; the triggers in triggers.sql, the memories and the queries use it).
+-- tests/test_triggers.py holds the database to this file.
 --
--- formation_search_document(config, text): the configuration's own lexemes, and for each run of
--- Han, kana or Hangul characters (scripts written without spaces between words) its overlapping
--- two-character bigrams, so any word of two or more characters inside a sentence can be found
--- (docs/search.md, "Full-text search"). Text without such characters gets exactly
--- to_tsvector(config, text).
+-- formation_search_document(config, text): the configuration's own lexemes; the parts of each
+-- identifier (docs/search.md, "Identifiers"); and for each run of Han, kana or Hangul
+-- characters (scripts written without spaces between words) its overlapping two-character
+-- bigrams, so any word of two or more characters inside a sentence can be found (docs/search.md,
+-- "Full-text search"). A query's words are read with formation_search_lexemes(config, text,
+-- false): the same, without identifier parts, so an identifier typed whole is matched whole.
 
 
 -- The characters indexed as bigrams. search_app/query/cjk.py holds the same ranges (CJK_RANGES;
@@ -32,10 +34,65 @@ CREATE OR REPLACE AGGREGATE formation_tsvector_agg(tsvector) (
     SFUNC = tsvector_concat, STYPE = tsvector, INITCOND = ''
 );
 
-CREATE OR REPLACE FUNCTION formation_search_document(config regconfig, body text) RETURNS tsvector
+-- The parts of the identifiers of one stretch of text without CJK characters, at the position
+-- of the identifier they belong to and with weight C (ranking counts a part's occurrence half
+-- as much as a whole word's, search_app/history/ranking.py): the segments and words of a path,
+-- a host, a URL's path or an e-mail address (app, query, parse.py, parse and py for
+-- app/query/parse.py), the number of a signed integer (1234 for PROJ-1234's -1234), and the
+-- words of a camelCase or PascalCase word (get, user, id for getUserById). PostgreSQL's parser
+-- already splits snake_case and kebab-case. Each part is normalised by the configuration
+-- itself, so typing the part gives the lexeme indexed. Version numbers (1.2.3) stay whole.
+-- PL/pgSQL, so its statement's plan is kept for the session: a SQL function nested in the
+-- triggers' statements would be planned again for every row.
+CREATE OR REPLACE FUNCTION formation_word_document(config regconfig, body text) RETURNS tsvector
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+DECLARE
+    words tsvector := to_tsvector(config, body);
+    parts text;
+BEGIN
+    IF body !~ '[[:alnum:]][./\\@][[:alnum:]]|[-+][0-9]|[a-z0-9][A-Z]|[A-Z][A-Z][a-z]' THEN
+        RETURN words;
+    END IF;
+    SELECT string_agg(DISTINCT
+               '''' || replace(replace(part.lexeme, '\', '\\'), '''', '''''') || ''':'
+               || position || 'C', ' ')
+    INTO parts
+    FROM (
+        SELECT whole.lexeme, whole.positions,
+               regexp_replace(whole.lexeme, '[/\\@]+', ' ', 'g') || ' '
+               || regexp_replace(whole.lexeme, '[!-/:-@[-`{-~]+', ' ', 'g') AS pieces
+        FROM unnest(words) AS whole
+        WHERE whole.lexeme ~ '[./\\@]|^[-+][0-9]'
+          AND whole.lexeme !~ '^[-+]?[vV]?[0-9]+([.][0-9]+)+$'
+        UNION ALL
+        SELECT whole.lexeme, whole.positions,
+               regexp_replace(regexp_replace(camel.word, '([a-z0-9])([A-Z])', '\1 \2', 'g'),
+                              '([A-Z])([A-Z][a-z])', '\1 \2', 'g')
+        FROM (SELECT named.word, tsvector_to_array(to_tsvector(config, named.word)) AS lexemes
+              FROM (SELECT DISTINCT matched[1] AS word
+                    FROM regexp_matches(
+                             body, '([[:alnum:]]*(?:[a-z0-9][A-Z]|[A-Z][A-Z][a-z])[[:alnum:]]*)',
+                             'g') AS matched) AS named) AS camel
+        JOIN unnest(words) AS whole ON whole.lexeme = ANY (camel.lexemes)
+    ) AS identifier
+    CROSS JOIN LATERAL unnest(identifier.positions) AS position
+    CROSS JOIN LATERAL unnest(to_tsvector(config, identifier.pieces)) AS part
+    WHERE part.lexeme <> identifier.lexeme;
+    IF parts IS NULL THEN
+        RETURN words;
+    END IF;
+    RETURN (words::text || ' ' || parts)::tsvector;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION formation_search_lexemes(
+    config regconfig, body text, identifier_parts boolean
+) RETURNS tsvector
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT CASE
-        WHEN body !~ formation_cjk_class() THEN to_tsvector(config, body)
+        WHEN body !~ formation_cjk_class() THEN
+            CASE WHEN identifier_parts THEN formation_word_document(config, body)
+                 ELSE to_tsvector(config, body) END
         ELSE (
             SELECT formation_tsvector_agg(
                        plain || formation_cjk_grams(
@@ -46,16 +103,27 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
                      '([^' || substr(formation_cjk_class(), 2) || '*)('
                          || formation_cjk_class() || '*)',
                      'g') WITH ORDINALITY AS parts(part, n)
-            CROSS JOIN LATERAL to_tsvector(config, part[1]) AS plain)
+            CROSS JOIN LATERAL (
+                SELECT CASE WHEN identifier_parts THEN formation_word_document(config, part[1])
+                            ELSE to_tsvector(config, part[1]) END AS plain
+            ) AS words)
     END
 $$;
 
--- The text ts_headline reads for highlights: CJK characters blanked one for one, so the words
--- around them are the words the document indexed, at the same code point offsets.
+CREATE OR REPLACE FUNCTION formation_search_document(config regconfig, body text) RETURNS tsvector
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT formation_search_lexemes(config, body, true)
+$$;
+
+-- The text ts_headline reads for highlights: CJK characters and ASCII punctuation blanked one
+-- for one, so the words around them are at the same code point offsets and the words inside
+-- an identifier are words of their own (search_app/query/highlights.py).
 CREATE OR REPLACE FUNCTION formation_search_masked(body text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT CASE WHEN body ~ formation_cjk_class()
-                THEN regexp_replace(body, formation_cjk_class(), ' ', 'g') ELSE body END
+    SELECT regexp_replace(
+               CASE WHEN body ~ formation_cjk_class()
+                    THEN regexp_replace(body, formation_cjk_class(), ' ', 'g') ELSE body END,
+               '[!-/:-@[-`{-~]', ' ', 'g')
 $$;
 
 -- Time buckets of a workspace's documents, for the search's index (search_document_bucket_gin,
