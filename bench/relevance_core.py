@@ -1,10 +1,17 @@
 """The relevance benchmark's core: LoCoMo conversations loaded through the services, each
 answerable question asked through search_history, beside SQLite FTS5 BM25 over the same turns.
 
+Two ways to load them: a workspace and an agent per conversation (``sample_load``, the default),
+or all of them pooled (``pooled_load``): one workspace and one busy agent that is a member of
+every conversation, each question asked of it in its own conversation, with the baseline
+indexing every conversation's turns together. Pooled, a turn is known by its sample and its
+dia_id (every sample has a "D1:3").
+
 It uses Django's current database connection and writes to it (a workspace per conversation,
-a run per question), so ``bench/relevance.py`` calls it on a database of its own and
-``tests/bench/test_relevance.py`` inside the test database. The data is read from its path and
-never stored anywhere but in that database (CC BY-NC 4.0, ``docs/relevance.md``).
+or one for them all, and a run per question), so ``bench/relevance.py`` calls it on a database
+of its own and ``tests/bench/test_relevance.py`` inside the test database. The data is read
+from its path and never stored anywhere but in that database (CC BY-NC 4.0,
+``docs/relevance.md``).
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ import sqlite3
 import statistics
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -25,7 +32,7 @@ from typing import TypeVar
 
 from formation.errors import InvalidArguments
 from messages_app.limits import MAX_BULK_MESSAGES
-from messages_app.models import ConversationKind
+from messages_app.models import Account, ConversationKind
 from messages_app.services import (
     MessageDraft,
     account_create,
@@ -56,6 +63,8 @@ SEARCH_HISTORY = "search_history"
 FTS5 = "fts5_bm25"
 SYSTEMS = {SEARCH_HISTORY: "search_history", FTS5: "SQLite FTS5 BM25"}
 WORD = re.compile(r"[^\W_]+")
+# Pooled, the share of the top hits that are another conversation's turns.
+OTHER = f"other_conversation@{CONTEXT_CUTOFF}"
 T = TypeVar("T")
 
 
@@ -134,34 +143,44 @@ def read_samples(
 
 @dataclass(frozen=True)
 class Loaded:
-    """A sample stored in a workspace of its own, and which turn each message is."""
+    """A sample stored in a workspace, the agent and the speaker A its questions are asked
+    for, and which turn each message of the workspace is: its dia_id, or pooled its
+    ``(sample_id, dia_id)``."""
 
     workspace_id: uuid.UUID
     agent_id: uuid.UUID
     conversation_id: uuid.UUID
     requester_id: uuid.UUID
-    dia_ids: dict[uuid.UUID, str]
+    dia_ids: Mapping[uuid.UUID, Hashable]
 
 
-def sample_load(sample: Sample, *, run_tag: str) -> Loaded:
-    """Store a sample as the runtime would: two accounts named as the speakers, and one
-    ``private`` conversation they and an agent joined before its first turn, holding every
-    session's turns in order at the session's time. Private with all three as members lets a
-    run there, for either speaker, receive every turn (SPEC §3, rule 3)."""
-    workspace = workspace_create(slug=f"locomo-{sample.sample_id}-{run_tag}")
-    accounts = {
-        name: account_create(workspace_id=workspace.id, display_name=name)
+def _speakers_create(workspace_id: uuid.UUID, sample: Sample) -> dict[str, Account]:
+    """The sample's two speakers as accounts named as they are, new ones for every sample."""
+    return {
+        name: account_create(workspace_id=workspace_id, display_name=name)
         for name in (sample.speaker_a, sample.speaker_b)
     }
-    agent = agent_create(workspace_id=workspace.id, name="LoCoMo agent")
-    conversation = conversation_create(
-        workspace_id=workspace.id, kind=ConversationKind.PRIVATE, title=sample.sample_id
-    )
+
+
+def _conversation_load(
+    sample: Sample,
+    *,
+    workspace_id: uuid.UUID,
+    agent_id: uuid.UUID,
+    accounts: Mapping[str, Account],
+    dia_ids: dict[uuid.UUID, Hashable],
+    key: Callable[[str], Hashable],
+    kind: str = ConversationKind.PRIVATE,
+) -> uuid.UUID:
+    """The sample's ``private`` (or ``kind``) conversation, which its speakers and the agent
+    joined a minute before its first turn, holding every session's turns in order at the
+    session's time; each message's turn, as ``key`` of its dia_id, into ``dia_ids``. Returns
+    the conversation."""
+    conversation = conversation_create(workspace_id=workspace_id, kind=kind, title=sample.sample_id)
     joined_at = sample.turns[0].created_at - timedelta(minutes=1)
-    membership_join(conversation=conversation, agent_id=agent.id, joined_at=joined_at)
+    membership_join(conversation=conversation, agent_id=agent_id, joined_at=joined_at)
     for account in accounts.values():
         membership_join(conversation=conversation, account_id=account.id, joined_at=joined_at)
-    dia_ids: dict[uuid.UUID, str] = {}
     for start in range(0, len(sample.turns), MAX_BULK_MESSAGES):
         batch = sample.turns[start : start + MAX_BULK_MESSAGES]
         messages = messages_create(
@@ -176,15 +195,76 @@ def sample_load(sample: Sample, *, run_tag: str) -> Loaded:
             ],
         )
         dia_ids.update(
-            (message.id, turn.dia_id) for message, turn in zip(messages, batch, strict=True)
+            (message.id, key(turn.dia_id)) for message, turn in zip(messages, batch, strict=True)
         )
+    return conversation.id
+
+
+def sample_load(sample: Sample, *, run_tag: str) -> Loaded:
+    """Store a sample as the runtime would: two accounts named as the speakers, and one
+    ``private`` conversation they and an agent joined before its first turn, holding every
+    session's turns in order at the session's time. Private with all three as members lets a
+    run there, for either speaker, receive every turn (SPEC §3, rule 3)."""
+    workspace = workspace_create(slug=f"locomo-{sample.sample_id}-{run_tag}")
+    accounts = _speakers_create(workspace.id, sample)
+    agent = agent_create(workspace_id=workspace.id, name="LoCoMo agent")
+    dia_ids: dict[uuid.UUID, Hashable] = {}
+    conversation_id = _conversation_load(
+        sample,
+        workspace_id=workspace.id,
+        agent_id=agent.id,
+        accounts=accounts,
+        dia_ids=dia_ids,
+        key=lambda dia_id: dia_id,
+    )
     return Loaded(
         workspace_id=workspace.id,
         agent_id=agent.id,
-        conversation_id=conversation.id,
+        conversation_id=conversation_id,
         requester_id=accounts[sample.speaker_a].id,
         dia_ids=dia_ids,
     )
+
+
+def pooled_load(
+    samples: Sequence[Sample], *, run_tag: str, kind: str = ConversationKind.PRIVATE
+) -> dict[str, Loaded]:
+    """Store every sample in one workspace, with one agent that is a member of all their
+    conversations: each sample's speakers are accounts of their own (two samples' "John"s are
+    two people), and each conversation is ``private`` to its two speakers and the agent, as
+    ``sample_load`` makes it. Each message's turn is its ``(sample_id, dia_id)``; the answer
+    is each sample's ``Loaded`` (its conversation and its speaker A), by sample_id.
+
+    Private, no other sample's turn is eligible for a run in a sample's conversation (its
+    readers read no other: SPEC §3, rule 3), so search_history ranks as ``sample_load``'s
+    would, only reading (and withholding) more. ``kind="public"`` makes every conversation a
+    workspace-public channel, eligible for every run of the workspace: the pool where the
+    other conversations' turns compete."""
+    workspace = workspace_create(slug=f"locomo-pooled-{run_tag}")
+    agent = agent_create(workspace_id=workspace.id, name="LoCoMo agent")
+    dia_ids: dict[uuid.UUID, Hashable] = {}
+    pool: dict[str, Loaded] = {}
+    for sample in samples:
+        if sample.sample_id in pool:
+            raise ValueError(f"{sample.sample_id} is twice in the pool")
+        accounts = _speakers_create(workspace.id, sample)
+        conversation_id = _conversation_load(
+            sample,
+            workspace_id=workspace.id,
+            agent_id=agent.id,
+            accounts=accounts,
+            dia_ids=dia_ids,
+            key=lambda dia_id, sample_id=sample.sample_id: (sample_id, dia_id),
+            kind=kind,
+        )
+        pool[sample.sample_id] = Loaded(
+            workspace_id=workspace.id,
+            agent_id=agent.id,
+            conversation_id=conversation_id,
+            requester_id=accounts[sample.speaker_a].id,
+            dia_ids=dia_ids,
+        )
+    return pool
 
 
 @dataclass
@@ -192,8 +272,8 @@ class Ranking:
     """One question's answer: the turns ranked best first, the context of the first
     ``CONTEXT_CUTOFF`` (those hits and their neighbours), and the call's milliseconds."""
 
-    ranked: list[str]
-    context: set[str]
+    ranked: list[Hashable]
+    context: set[Hashable]
     milliseconds: float
 
 
@@ -239,16 +319,36 @@ def search_history_ranking(loaded: Loaded, question: Question) -> Ranking:
 
 class Fts5Index:
     """The baseline: SQLite FTS5 (porter stemming over unicode61) over one sample's turns,
-    in memory, its question words each quoted and OR-ed, ranked by ``bm25()``."""
+    in memory, its question words each quoted and OR-ed, ranked by ``bm25()``. ``pooled``
+    indexes every sample's turns together in one table, ranked over all of them (its rarity
+    weights are the pool's), each turn known by ``(sample_id, dia_id)``; a hit's neighbours
+    are always of its own conversation."""
 
     def __init__(self, sample: Sample) -> None:
-        self.turns = [turn.dia_id for turn in sample.turns]
+        self._index([[(turn.dia_id, turn.text) for turn in sample.turns]])
+
+    @classmethod
+    def pooled(cls, samples: Sequence[Sample]) -> Fts5Index:
+        index = cls.__new__(cls)
+        index._index(
+            [[((s.sample_id, turn.dia_id), turn.text) for turn in s.turns] for s in samples]
+        )
+        return index
+
+    def _index(self, conversations: Sequence[Sequence[tuple[Hashable, str]]]) -> None:
+        """Every conversation's turns, in order, one conversation after another; a turn's
+        rowid is its position, and ``bounds`` its conversation's first and past-last."""
+        self.turns: list[Hashable] = []
+        self.bounds: list[tuple[int, int]] = []
+        texts = []
+        for turns in conversations:
+            first = len(self.turns)
+            self.turns += [key for key, _ in turns]
+            texts += [text for _, text in turns]
+            self.bounds += [(first, len(self.turns))] * len(turns)
         self.db = sqlite3.connect(":memory:")
         self.db.execute("CREATE VIRTUAL TABLE turns USING fts5(body, tokenize='porter unicode61')")
-        self.db.executemany(
-            "INSERT INTO turns (rowid, body) VALUES (?, ?)",
-            [(position, turn.text) for position, turn in enumerate(sample.turns)],
-        )
+        self.db.executemany("INSERT INTO turns (rowid, body) VALUES (?, ?)", list(enumerate(texts)))
 
     def ranking(self, question: Question) -> Ranking:
         words = dict.fromkeys(word.lower() for word in WORD.findall(question.text))
@@ -268,7 +368,7 @@ class Fts5Index:
             self.turns[near]
             for position in positions[:CONTEXT_CUTOFF]
             for near in range(position - NEIGHBOURS, position + NEIGHBOURS + 1)
-            if 0 <= near < len(self.turns)
+            if self.bounds[position][0] <= near < self.bounds[position][1]
         }
         return Ranking([self.turns[position] for position in positions], context, milliseconds)
 
@@ -278,7 +378,8 @@ class Fts5Index:
 
 @dataclass(frozen=True)
 class Score:
-    """One question's figures for one system."""
+    """One question's figures for one system; ``sample`` is its conversation, and ``other``
+    (pooled only) the share of its top ``CONTEXT_CUTOFF`` hits from another conversation."""
 
     category: int
     recall: dict[int, float]
@@ -286,10 +387,19 @@ class Score:
     reciprocal_rank: float
     context_recall: float
     milliseconds: float
+    sample: str = ""
+    other: float | None = None
 
 
-def score(question: Question, ranking: Ranking) -> Score:
-    evidence = question.evidence
+def score(question: Question, ranking: Ranking, sample: str = "", *, pooled: bool = False) -> Score:
+    """The figures of ``ranking`` for ``question`` of ``sample``; ``pooled``, the ranking's
+    turns are ``(sample_id, dia_id)`` and only the question's own sample's turns count."""
+    evidence: frozenset[Hashable] = question.evidence
+    other = None
+    if pooled:
+        evidence = frozenset((sample, dia_id) for dia_id in question.evidence)
+        top = ranking.ranked[:CONTEXT_CUTOFF]
+        other = sum(key[0] != sample for key in top) / len(top) if top else 0.0
     first = next((rank for rank, turn in enumerate(ranking.ranked, 1) if turn in evidence), None)
     return Score(
         category=question.category,
@@ -298,6 +408,8 @@ def score(question: Question, ranking: Ranking) -> Score:
         reciprocal_rank=1 / first if first else 0.0,
         context_recall=len(evidence & ranking.context) / len(evidence),
         milliseconds=ranking.milliseconds,
+        sample=sample,
+        other=other,
     )
 
 
@@ -323,50 +435,92 @@ def summary(scores: Sequence[Score]) -> dict[str, float]:
     milliseconds = [s.milliseconds for s in scores]
     figures["p50_ms"] = percentile(milliseconds, 0.50)
     figures["p95_ms"] = percentile(milliseconds, 0.95)
+    others = [s.other for s in scores if s.other is not None]
+    if others:
+        figures[OTHER] = statistics.fmean(others)
     return figures
+
+
+def grouped(scores: Sequence[Score]) -> dict[str, dict[str, float]]:
+    """``{"overall" | category name: {metric: value}}`` of a group of scores."""
+    table = {"overall": summary(scores)}
+    for number, name in CATEGORIES.items():
+        table[name] = summary([s for s in scores if s.category == number])
+    return table
 
 
 @dataclass
 class Report:
-    """Every question's scores by system, and the figures per category and overall."""
+    """Every question's scores by system, and the figures per category and overall, of all
+    the conversations together and of each one (``pooled``: asked of one agent of them all)."""
 
     samples: list[str] = field(default_factory=list)
     turns: int = 0
     scores: dict[str, list[Score]] = field(default_factory=lambda: {s: [] for s in SYSTEMS})
+    pooled: bool = False
 
     def figures(self) -> dict[str, dict[str, dict[str, float]]]:
         """``{system: {"overall" | category name: {metric: value}}}``."""
-        table: dict[str, dict[str, dict[str, float]]] = {}
-        for system, scores in self.scores.items():
-            table[system] = {"overall": summary(scores)}
-            for number, name in CATEGORIES.items():
-                table[system][name] = summary([s for s in scores if s.category == number])
-        return table
+        return {system: grouped(scores) for system, scores in self.scores.items()}
+
+    def per_conversation(self) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
+        """``{system: {sample_id: {"overall" | category name: {metric: value}}}}``."""
+        return {
+            system: {
+                sample: grouped([s for s in scores if s.sample == sample])
+                for sample in self.samples
+            }
+            for system, scores in self.scores.items()
+        }
 
 
 def run_benchmark(
     samples: Sequence[Sample],
     *,
     limit: int | None = None,
+    pooled: bool = False,
+    kind: str = ConversationKind.PRIVATE,
     progress: Callable[[str], None] = lambda line: None,
 ) -> Report:
     """Load each sample into a fresh workspace and ask its questions (the first ``limit`` of
-    each, if given) of both systems, question by question, so both see the same machine."""
-    report = Report()
+    each, if given) of both systems, question by question, so both see the same machine.
+    ``pooled``: load them all into one workspace with one agent (``pooled_load``) and one
+    baseline index (``Fts5Index.pooled``) first, then ask each sample's questions there;
+    ``kind`` is what its conversations are (``pooled_load``)."""
+    report = Report(pooled=pooled)
     run_tag = secrets.token_hex(3)
+    if pooled:
+        pool = pooled_load(samples, run_tag=run_tag, kind=kind)
+        pooled_baseline = Fts5Index.pooled(samples)
+        progress(
+            f"pooled: {len(samples)} {kind} conversations, "
+            f"{sum(len(sample.turns) for sample in samples)} turns, one agent"
+        )
     for sample in samples:
-        loaded = sample_load(sample, run_tag=run_tag)
-        baseline = Fts5Index(sample)
+        if pooled:
+            loaded, baseline = pool[sample.sample_id], pooled_baseline
+        else:
+            loaded, baseline = sample_load(sample, run_tag=run_tag), Fts5Index(sample)
         questions = sample.questions[:limit]
         for question in questions:
             report.scores[SEARCH_HISTORY].append(
-                score(question, search_history_ranking(loaded, question))
+                score(
+                    question,
+                    search_history_ranking(loaded, question),
+                    sample.sample_id,
+                    pooled=pooled,
+                )
             )
-            report.scores[FTS5].append(score(question, baseline.ranking(question)))
-        baseline.close()
+            report.scores[FTS5].append(
+                score(question, baseline.ranking(question), sample.sample_id, pooled=pooled)
+            )
+        if not pooled:
+            baseline.close()
         report.samples.append(sample.sample_id)
         report.turns += len(sample.turns)
         progress(f"{sample.sample_id}: {len(sample.turns)} turns, {len(questions)} questions")
+    if pooled:
+        pooled_baseline.close()
     return report
 
 
@@ -383,16 +537,47 @@ COLUMNS = (
 )
 
 
+# Pooled only: the share of the top 8 hits that are another conversation's.
+OTHER_COLUMN = (OTHER, "other conv @8", "{:.3f}")
+
+
 def markdown_table(report: Report) -> str:
     """Both systems side by side, overall then per category, as a Markdown table."""
     figures = report.figures()
+    columns = (*COLUMNS, OTHER_COLUMN) if report.pooled else COLUMNS
     lines = [
-        "| questions | system | " + " | ".join(title for _, title, _ in COLUMNS) + " |",
-        "|---|---|" + "--:|" * len(COLUMNS),
+        "| questions | system | " + " | ".join(title for _, title, _ in columns) + " |",
+        "|---|---|" + "--:|" * len(columns),
     ]
     for group in ("overall", *CATEGORIES.values()):
         for system, name in SYSTEMS.items():
             row = figures[system][group]
-            cells = [fmt.format(row[key]) if key in row else "-" for key, _, fmt in COLUMNS]
+            cells = [fmt.format(row[key]) if key in row else "-" for key, _, fmt in columns]
             lines.append(f"| {group} | {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def per_conversation_table(report: Report) -> str:
+    """Each conversation's figures, both systems side by side: what a leave-one-out check
+    reads (a change must help each conversation, not only their sum). The category columns
+    are recall@20, the category's question count in brackets."""
+    figures = report.per_conversation()
+    columns = [("recall@8", "R@8"), ("recall@20", "R@20"), ("hit@8", "hit@8")]
+    if report.pooled:
+        columns.append((OTHER, "other conv @8"))
+    titles = [title for _, title in columns] + [f"{name} R@20" for name in CATEGORIES.values()]
+    lines = [
+        "| conversation | system | n | " + " | ".join(titles) + " |",
+        "|---|---|" + "--:|" * (len(titles) + 1),
+    ]
+    for sample in report.samples:
+        for system, name in SYSTEMS.items():
+            groups = figures[system][sample]
+            overall = groups["overall"]
+            cells = [f"{overall['n']:.0f}"]
+            cells += [f"{overall[key]:.3f}" if key in overall else "-" for key, _ in columns]
+            for category in CATEGORIES.values():
+                row = groups[category]
+                cells.append(f"{row['recall@20']:.3f} ({row['n']:.0f})" if row["n"] else "-")
+            lines.append(f"| {sample} | {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
