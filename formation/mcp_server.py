@@ -4,8 +4,8 @@ Built on the official SDK's low-level ``Server`` because the tools' schemas alre
 (``formation.tools``, generated from the REST serializers); the SDK's decorator API would derive
 a second schema from Python signatures. A call runs ``formation.tools.call_tool`` (the same
 selectors and services as the REST views) in a worker thread, because the ORM is synchronous,
-and answers the REST body as structured content. A failure is a tool error (``isError``) whose
-content is the REST envelope ``{"error": {"code", "message", "details"}}``, so a model meets the
+and answers the REST body once, as JSON text. A failure is a tool error (``isError``) whose
+text is the REST envelope ``{"error": {"code", "message", "details"}}``, so a model meets the
 same codes and sentences over both.
 
 ``tools/list`` offers only the tools the caller's token may call (``formation.tools.tools_for``):
@@ -81,6 +81,7 @@ from formation.tools import (
     caller_from_authorization,
     input_schema,
     tools_for,
+    with_mcp_defaults,
 )
 from formation.wsgi_bridge import BufferedAsgiBridge
 
@@ -109,10 +110,10 @@ def _server_version() -> str:
 
 
 def _result(body: dict[str, Any], *, is_error: bool = False) -> types.CallToolResult:
+    """The body once, as JSON text: the block every client reads and hands its model. (The
+    tools declare no output schema, so MCP asks for no structured copy of it beside.)"""
     text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
-    return types.CallToolResult(
-        content=[types.TextContent(text=text)], structured_content=body, is_error=is_error
-    )
+    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=is_error)
 
 
 def _as_api_request(work: Callable[[], T]) -> T:
@@ -155,7 +156,7 @@ def _run_tool(
             # tool's own permission then refuses a service token).
             caller = caller_for_token(token or "")
         _throttle(caller)
-        return call_tool(caller=caller, name=name, arguments=arguments)
+        return call_tool(caller=caller, name=name, arguments=with_mcp_defaults(name, arguments))
 
     try:
         return _result(_as_api_request(work))

@@ -95,6 +95,9 @@ class AgentTool:
     read_only: bool = True
     # The body locks a run token's run itself, instead of the registry holding it shared.
     locks_run_itself: bool = False
+    # Arguments MCP calls get when they leave them out (or null), e.g. a bound on each text
+    # that keeps an answer inside a model's context; REST keeps the serializer's defaults.
+    mcp_defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 AGENT_TOOLS: list[AgentTool] = []
@@ -400,6 +403,17 @@ def tools_for(caller: Caller) -> tuple[AgentTool, ...]:
             continue
         permitted.append(tool)
     return tuple(permitted)
+
+
+def with_mcp_defaults(name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """``arguments`` with the named tool's MCP defaults for those left out or null (an unknown
+    tool's as they are: ``call_tool`` refuses it)."""
+    tool = TOOLS_BY_NAME.get(name)
+    given = dict(arguments)
+    for key, value in (tool.mcp_defaults if tool else {}).items():
+        if given.get(key) is None:
+            given[key] = value
+    return given
 
 
 def call_tool(*, caller: Caller, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:

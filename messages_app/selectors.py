@@ -77,6 +77,8 @@ class MessageRow(NamedTuple):
     # Read for a run's token only (``RunLens``): whether a reply citing the message would pass
     # the final delivery check now. None for every other read.
     deliverable: bool | None = None
+    # Where an answer's cut text lies in the whole text (``messages_app.text_windows``).
+    text_cut: Any = None
 
     def __eq__(self, other: object) -> bool:
         """A row read of a message equals that message (by id), and rows compare as tuples."""

@@ -32,6 +32,7 @@ from messages_app.limits import (
 )
 from messages_app.models import ConversationKind, MessageRole, MessageStatus
 from messages_app.services import MessageDraft, check_bulk_size
+from messages_app.text_windows import MAX_TEXT_BOUND, MIN_TEXT_BOUND
 
 
 class AccountCreateInput(StrictSerializer):
@@ -177,6 +178,14 @@ class MessageEditInput(StrictSerializer):
     content = Text(max_length=MAX_CONTENT_CHARS, allow_blank=False)
 
 
+class TextCutShape(Shape):
+    """Where a text cut by ``maxTextLength`` lies in the whole text (code points)."""
+
+    start = serializers.IntegerField(help_text="Offset of the window's first character.")
+    end = serializers.IntegerField(help_text="Offset just past the window's last character.")
+    length = serializers.IntegerField(help_text="Characters in the whole text.")
+
+
 class MessageSummaryShape(Shape):
     """SPEC §5 message summary: exactly one of senderAgentId / senderUserId is present."""
 
@@ -195,6 +204,12 @@ class MessageSummaryShape(Shape):
         source="sources_erased",
         help_text="A message this one was based on (its lineage, transitively) has been erased "
         "or deleted since; every restriction it inherited still applies.",
+    )
+    cut = TextCutShape(
+        source="text_cut",
+        required=False,
+        help_text="Only where maxTextLength cut content: the window shown, of the whole text "
+        "(get_message returns it whole).",
     )
 
 
@@ -266,6 +281,9 @@ class ListMessagesQuery(StrictSerializer):
     before = Text(required=False, max_length=64)
     after = Id(required=False)
     around = Id(required=False)
+    maxTextLength = ArgumentInteger(
+        min_value=MIN_TEXT_BOUND, max_value=MAX_TEXT_BOUND, required=False
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         before = attrs.pop("before", None)
@@ -302,6 +320,9 @@ class SearchMessagesQuery(StrictSerializer):
     query = Text(max_length=MAX_QUERY_CHARS)
     conversationId = Id(required=False)
     limit = ArgumentInteger(min_value=1, max_value=100, default=20)
+    maxTextLength = ArgumentInteger(
+        min_value=MIN_TEXT_BOUND, max_value=MAX_TEXT_BOUND, required=False
+    )
 
     def validate_query(self, value: str) -> str:
         if not value.strip():

@@ -26,6 +26,13 @@ from messages_app.serializers import (
     SearchMessagesQuery,
     ToolMessageSummary,
 )
+from messages_app.text_windows import (
+    MCP_TEXT_DEFAULTS,
+    TEXT_BOUND_NOTE,
+    bounded,
+    bounded_all,
+    literal_focus,
+)
 
 # What the three membership tools add for a run token (runs that cannot be poisoned).
 DELIVERABLE_NOTE = (
@@ -65,7 +72,8 @@ def list_messages(call: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
             lens=call.lens,
         )
     call.returned(page.items)
-    return MessagePage.render(page)
+    shown = bounded_all(page.items, arguments.get("maxTextLength"))
+    return MessagePage.render(page, items=ToolMessageSummary.render_many(shown))
 
 
 def get_message(call: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -109,8 +117,13 @@ def search_messages(call: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]
         result_ids=[message.id for message in items],
     )
     call.returned(items)
+    bound = arguments.get("maxTextLength")
+    shown = [
+        bounded(message, bound, literal_focus(message.content, arguments["query"]))
+        for message in items
+    ]
     return MessageSearchResult.render(
-        {"items": items, "total": len(items), "limit": arguments["limit"]}
+        {"items": shown, "total": len(items), "limit": arguments["limit"]}
     )
 
 
@@ -147,9 +160,11 @@ LIST_MESSAGES = register(
             ),
             "after": "A message id: the limit messages just newer than it.",
             "around": "A message id: that message with up to limit/2 messages on each side.",
+            "maxTextLength": TEXT_BOUND_NOTE,
         },
         permission=IsAgentOrRunToken,
         body=list_messages,
+        mcp_defaults=MCP_TEXT_DEFAULTS,
     )
 )
 GET_MESSAGE = register(
@@ -191,8 +206,10 @@ SEARCH_MESSAGES = register(
                 "this agent is a member of."
             ),
             "limit": "How many messages to return, 1 to 100 (default 20).",
+            "maxTextLength": TEXT_BOUND_NOTE,
         },
         permission=IsAgentOrRunToken,
         body=search_messages,
+        mcp_defaults=MCP_TEXT_DEFAULTS,
     )
 )

@@ -12,6 +12,13 @@ from formation.shapes import Shape
 from messages_app.limits import MAX_CONTENT_CHARS, MAX_QUERY_CHARS, MAX_RECENT_MESSAGES
 from messages_app.models import ConversationKind, Run, ToolScope
 from messages_app.serializers import MessageSummaryShape
+from messages_app.text_windows import (
+    MAX_TEXT_BOUND,
+    MIN_TEXT_BOUND,
+    bounded,
+    bounded_all,
+    spans_in_window,
+)
 from search_app.history.ranking import WEIGHTS
 from search_app.history.results import SPEAKERS, HistoryFilters, HistorySearch, Hit
 from search_app.limits import (
@@ -33,6 +40,9 @@ class SearchHistoryInput(StrictSerializer):
     after = Timestamp(required=False, allow_null=True)
     before = Timestamp(required=False, allow_null=True)
     limit = JsonInteger(min_value=1, max_value=MAX_HITS, required=False, allow_null=True)
+    maxTextLength = JsonInteger(
+        min_value=MIN_TEXT_BOUND, max_value=MAX_TEXT_BOUND, required=False, allow_null=True
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         after, before = attrs.get("after"), attrs.get("before")
@@ -76,7 +86,8 @@ class HistoryHit(MessageSummaryShape):
     text = serializers.CharField(source="content")
     highlights = serializers.ListField(
         child=serializers.ListField(child=serializers.IntegerField(), min_length=2, max_length=2),
-        help_text="[start, length] of each matched word, in Unicode code points of text.",
+        help_text="[start, length] of each matched word, in Unicode code points of text (of "
+        "its window, where maxTextLength cut it).",
     )
     score = serializers.FloatField(help_text="The sum of the reasons' contributions.")
     reasons = RankingReason(many=True, help_text="All five ranking components, always.")
@@ -113,8 +124,9 @@ def ranking(hit: Hit) -> dict[str, Any]:
     }
 
 
-def _hit(hit: Hit, marks: list[list[int]]) -> dict[str, Any]:
-    message = hit.message
+def _hit(hit: Hit, marks: list[list[int]], text_bound: int | None) -> dict[str, Any]:
+    message = bounded(hit.message, text_bound, tuple(marks[0]) if marks else None)
+    marks = spans_in_window(marks, message.text_cut)
     ranked = ranking(hit)
     return HistoryHit.render(
         message,
@@ -132,13 +144,18 @@ def _hit(hit: Hit, marks: list[list[int]]) -> dict[str, Any]:
             )
             for name, contribution in ranked["components"].items()
         ],
-        before=MessageSummaryShape.render_many(hit.before),
-        after=MessageSummaryShape.render_many(hit.after),
+        before=MessageSummaryShape.render_many(bounded_all(hit.before, text_bound)),
+        after=MessageSummaryShape.render_many(bounded_all(hit.after, text_bound)),
     )
 
 
-def search_history_body(result: HistorySearch) -> dict[str, Any]:
-    items = [_hit(hit, marks) for hit, marks in zip(result.hits, result.highlights, strict=True)]
+def search_history_body(result: HistorySearch, text_bound: int | None = None) -> dict[str, Any]:
+    """SPEC §5's body; with ``text_bound`` each text cut to that many characters, a hit's
+    around its first highlighted word and its highlights into the window."""
+    items = [
+        _hit(hit, marks, text_bound)
+        for hit, marks in zip(result.hits, result.highlights, strict=True)
+    ]
     return HistorySearchResult.render(result, items=items, total=len(items))
 
 

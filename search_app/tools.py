@@ -8,6 +8,7 @@ from typing import Any
 
 from formation.auth import IsRunToken
 from formation.tools import AgentTool, ToolCall, hold_runs_with, register
+from messages_app.text_windows import MCP_TEXT_DEFAULTS, TEXT_BOUND_NOTE
 from search_app import services
 from search_app.limits import DEFAULT_HITS, EVIDENCE_BUDGET, MAX_HITS
 from search_app.runs.services import tool_call
@@ -36,7 +37,7 @@ def search_history(call: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
         agent_id=call.caller.agent_id,
     )
     call.counts.update(hits=len(result.hits), neighbours=services.neighbour_count(result.hits))
-    return search_history_body(result)
+    return search_history_body(result, text_bound=arguments.get("maxTextLength"))
 
 
 SEARCH_HISTORY = register(
@@ -75,12 +76,14 @@ SEARCH_HISTORY = register(
                 f"How many hits to return, 1 to {MAX_HITS} (default {DEFAULT_HITS}). Each hit "
                 "also brings up to four neighbouring messages."
             ),
+            "maxTextLength": TEXT_BOUND_NOTE,
         },
         permission=IsRunToken,
         body=search_history,
         read_only=False,
         # Exclusively, with the scope in the same statement, to spend the run's budget.
         locks_run_itself=True,
+        mcp_defaults=MCP_TEXT_DEFAULTS,
     )
 )
 

@@ -101,6 +101,12 @@ def scene(world) -> Scene:
     return Scene(world)
 
 
+def answer_of(result) -> dict[str, Any]:
+    """A tool result's body: the JSON of its one text block."""
+    (block,) = result.content
+    return json.loads(block.text)
+
+
 def rest_answer(token: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
@@ -145,8 +151,9 @@ async def drive(client: Client, calls: list[tuple[str, dict[str, Any]]]) -> dict
     results = []
     for tool, arguments in calls:
         result = await client.call_tool(tool, arguments)
-        assert json.loads(result.content[0].text) == result.structured_content
-        results.append((result.is_error, result.structured_content))
+        # The body once, as JSON text: no structured copy beside it.
+        assert result.structured_content is None
+        results.append((result.is_error, answer_of(result)))
     return {
         "tools": [
             {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
@@ -226,10 +233,10 @@ def test_stdio_with_an_agent_token_refuses_search_history_like_rest(scene):
     result = anyio.run(session)
 
     assert result.is_error
-    assert result.structured_content == rest_answer(
+    assert answer_of(result) == rest_answer(
         scene.agent_token, "search_history", {"query": "migration"}
     )
-    assert result.structured_content["error"]["code"] == "forbidden"
+    assert answer_of(result)["error"]["code"] == "forbidden"
 
 
 @pytest.mark.django_db
@@ -276,7 +283,7 @@ def test_a_token_revoked_mid_session_stops_the_next_call(scene):
 
     assert not first.is_error
     assert second.is_error
-    assert second.structured_content["error"]["code"] == "unauthenticated"
+    assert answer_of(second)["error"]["code"] == "unauthenticated"
     assert listing.message == "A valid bearer token is required."
 
 
@@ -290,7 +297,7 @@ def test_tool_calls_share_the_rest_rate_limit(scene, settings):
     results = call_in_process(scene.agent_token, [("search_messages", {"query": "x"})] * 3)
 
     assert [result.is_error for result in results] == [False, False, True]
-    error = results[2].structured_content["error"]
+    error = answer_of(results[2])["error"]
     assert error["code"] == "rate_limited"
     assert error["details"]["retryAfter"] >= 1
 
@@ -371,7 +378,7 @@ def test_asgi_entry_point_serves_mcp_too(scene):
     names, result = anyio.run(session)
 
     assert names == TOOL_NAMES[:3]
-    assert result.structured_content == rest_answer(
+    assert answer_of(result) == rest_answer(
         scene.agent_token, "get_message", {"messageId": str(scene.message.id)}
     )
 
@@ -809,8 +816,8 @@ def assert_refused_as(response: httpx2.Response, expected: Refused) -> None:
         return
     result = body["result"]
     assert result["isError"] is True
-    assert result["structuredContent"]["error"]["code"] == expected.code
-    assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
+    assert "structuredContent" not in result
+    assert json.loads(result["content"][0]["text"])["error"]["code"] == expected.code
 
 
 @pytest.mark.django_db(transaction=True)

@@ -74,6 +74,9 @@ class Message(TenantModel):
     # the erasure that removed it (messages_app/lifecycle/erasure.py). The restrictions stay all
     # the same.
     sources_erased = models.BooleanField(default=False, db_default=False, editable=False)
+    # Not stored: where an answer's copy of the text lies in the whole text, when a bound cut it
+    # (messages_app.text_windows.bounded); None for a whole text.
+    text_cut = None
     reply_to = TenantForeignKey(
         "self",
         db_constraint=False,

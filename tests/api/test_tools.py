@@ -120,17 +120,20 @@ VALID: dict[str, dict[str, Callable[[Any, list[Message]], Any]]] = {
         "before": lambda w, m: str(m[1].id),
         "after": lambda w, m: str(m[1].id),
         "around": lambda w, m: str(m[1].id),
+        "maxTextLength": lambda w, m: 100,
     },
     "get_message": {},
     "search_messages": {
         "conversationId": lambda w, m: str(w.private.id),
         "limit": lambda w, m: 1,
+        "maxTextLength": lambda w, m: 100,
     },
     "search_history": {
         "speaker": lambda w, m: "requester",
         "after": lambda w, m: "2000-01-01T00:00:00Z",
         "before": lambda w, m: "2999-01-01T00:00:00Z",
         "limit": lambda w, m: 1,
+        "maxTextLength": lambda w, m: 100,
     },
 }
 
@@ -144,15 +147,22 @@ INVALID: dict[str, dict[str, Any]] = {
         "before": "yesterday",
         "after": "not-a-uuid",
         "around": "not-a-uuid",
+        "maxTextLength": 99,
     },
     "get_message": {"messageId": "not-a-uuid"},
-    "search_messages": {"query": "", "conversationId": "not-a-uuid", "limit": 0},
+    "search_messages": {
+        "query": "",
+        "conversationId": "not-a-uuid",
+        "limit": 0,
+        "maxTextLength": 100_001,
+    },
     "search_history": {
         "query": "",
         "speaker": "everyone",
         "after": "yesterday",
         "before": "yesterday",
         "limit": 21,
+        "maxTextLength": 0,
     },
 }
 

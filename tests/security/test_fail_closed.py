@@ -470,8 +470,8 @@ def test_the_mcp_server_without_its_http_front_refuses_every_call(world: World) 
 
     (result,) = results
     assert result.is_error
-    assert result.structured_content["error"]["code"] == "unauthenticated"
-    assert "migration" not in json.dumps(result.structured_content)
+    assert json.loads(result.content[0].text)["error"]["code"] == "unauthenticated"
+    assert "migration" not in json.dumps(json.loads(result.content[0].text))
 
 
 @pytest.fixture
@@ -506,8 +506,8 @@ def test_an_mcp_tool_call_that_cannot_be_audited_is_only_an_error(
 
     for result in results:
         assert result.is_error
-        assert set(result.structured_content) == {"error"}
-        assert result.structured_content["error"]["code"] == "audit_unavailable"
+        assert set(json.loads(result.content[0].text)) == {"error"}
+        assert json.loads(result.content[0].text)["error"]["code"] == "audit_unavailable"
         assert "migration" not in result.content[0].text
         assert "refusedcanary" not in result.content[0].text
     assert evidence_ids(run) == set()
