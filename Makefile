@@ -99,7 +99,7 @@ citus-status: install
 # The Citus suite: the API tests, the perspective oracle, the budget, fail-closed and admin tests and
 # tests/citus (one shard per tool call), on a fresh test database of the cluster.
 CITUS_TESTS := tests/api tests/search_app/test_oracle.py tests/search_app/test_oracle_memories.py \
-	tests/search_app/test_oracle_tool_scope.py \
+	tests/search_app/test_oracle_tool_scope.py tests/search_app/test_identifiers.py \
 	tests/search_app/test_budget.py tests/security/test_fail_closed.py \
 	tests/messages_app/test_admin.py tests/audit_app/test_admin.py tests/test_tenancy.py tests/citus
 

@@ -236,10 +236,11 @@ def test_the_migration_rebuilds_documents_written_without_parts(room):
     message = say(room, BUG)
     with connection.cursor() as cursor:
         cursor.execute(
-            "UPDATE message_search_documents SET document = "
+            "UPDATE message_search_documents AS d SET document = "
             "to_tsvector('formation_english'::regconfig, m.content) "
-            "FROM messages_app_message AS m WHERE m.id = message_id AND m.id = %s",
-            [message.id],
+            "FROM messages_app_message AS m WHERE m.workspace_id = d.workspace_id "
+            "AND m.id = d.message_id AND d.workspace_id = %s AND m.id = %s",
+            [message.workspace_id, message.id],
         )
     assert found(search(room, "1234")) == []
 
