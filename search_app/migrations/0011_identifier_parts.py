@@ -18,13 +18,21 @@ identifier characters.
 from django.db import migrations
 
 FUNCTIONS = r"""
+-- What a text holds where it may hold an identifier: a dot, slash, backslash or @ between
+-- letters or digits, a sign before a digit, or a case change inside a word. Text without any
+-- is indexed by to_tsvector alone, with no call of formation_word_document.
+CREATE OR REPLACE FUNCTION formation_identifier_class() RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT '[[:alnum:]][./\\@][[:alnum:]]|[-+][0-9]|[a-z0-9][A-Z]|[A-Z][A-Z][a-z]'::text
+$$;
+
 CREATE OR REPLACE FUNCTION formation_word_document(config regconfig, body text) RETURNS tsvector
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
 DECLARE
     words tsvector := to_tsvector(config, body);
     parts text;
 BEGIN
-    IF body !~ '[[:alnum:]][./\\@][[:alnum:]]|[-+][0-9]|[a-z0-9][A-Z]|[A-Z][A-Z][a-z]' THEN
+    IF body !~ formation_identifier_class() THEN
         RETURN words;
     END IF;
     SELECT string_agg(DISTINCT
@@ -65,7 +73,8 @@ CREATE OR REPLACE FUNCTION formation_search_lexemes(
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT CASE
         WHEN body !~ formation_cjk_class() THEN
-            CASE WHEN identifier_parts THEN formation_word_document(config, body)
+            CASE WHEN identifier_parts AND body ~ formation_identifier_class()
+                 THEN formation_word_document(config, body)
                  ELSE to_tsvector(config, body) END
         ELSE (
             SELECT formation_tsvector_agg(
@@ -78,7 +87,8 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
                          || formation_cjk_class() || '*)',
                      'g') WITH ORDINALITY AS parts(part, n)
             CROSS JOIN LATERAL (
-                SELECT CASE WHEN identifier_parts THEN formation_word_document(config, part[1])
+                SELECT CASE WHEN identifier_parts AND part[1] ~ formation_identifier_class()
+                            THEN formation_word_document(config, part[1])
                             ELSE to_tsvector(config, part[1]) END AS plain
             ) AS words)
     END
@@ -126,12 +136,13 @@ $$;
 
 DROP FUNCTION formation_search_lexemes(regconfig, text, boolean);
 DROP FUNCTION formation_word_document(regconfig, text);
+DROP FUNCTION formation_identifier_class();
 """
 
 # Memories whose text may hold an identifier: rewriting a row recomputes its generated document.
 MEMORIES = r"""
 UPDATE agent_memories SET content = content
-WHERE content ~ '[[:alnum:]][./\\@][[:alnum:]]|[-+][0-9]|[a-z0-9][A-Z]|[A-Z][A-Z][a-z]'
+WHERE content ~ formation_identifier_class()
 """
 
 
