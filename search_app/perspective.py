@@ -237,9 +237,10 @@ def scope_ctes() -> str:
         )"""
 
 
-def _observed_by(interval: str, row: str) -> str:
+def observed_by(interval: str, row: str) -> str:
     """The agent's interval ``interval`` holds row ``row``: the row's room, and its time in
-    ``[joined_at, left_at)`` (rule 1)."""
+    ``[joined_at, left_at)`` (rule 1). The one spelling of that test: every statement that
+    asks whether an interval holds a row (a join, a slice of the walk, the extent) uses it."""
     return f"""{interval}.conversation_id = {row}.conversation_id
        AND {interval}.joined_at <= {row}.created_at
        AND ({interval}.left_at IS NULL OR {interval}.left_at > {row}.created_at)"""
@@ -253,7 +254,7 @@ def observed_join(alias: str) -> str:
     overlap (an exclusion constraint), so at most one matches and no row is repeated.
     """
     return f"""LEFT JOIN observed_intervals AS {alias}_observed
-        ON {_observed_by(f"{alias}_observed", alias)}"""
+        ON {observed_by(f"{alias}_observed", alias)}"""
 
 
 def _inherits_permitted_rooms(rooms: str, owner: str, *, per_row: bool = True) -> str:
@@ -347,7 +348,7 @@ def _rules(
         # a neighbour walk tests each message as it reads it and stops at the second one.
         observed = f"""({m}.workspace_id = %(p_workspace)s AND (EXISTS (
                 SELECT 1 FROM observed_intervals AS observer
-                WHERE {_observed_by("observer", m)}
+                WHERE {observed_by("observer", m)}
             )) IS TRUE)"""
         # Only agent-authored messages inherit rooms (a trigger on the rooms table guarantees
         # it), so a person's message needs no look-up, and an agent's message one index probe.

@@ -31,7 +31,12 @@ from functools import cache
 from formation.sql import literals, table
 from search_app.history.terms import ALL, BUCKETS, ROOMS, SLICES, term_columns
 from search_app.models import MessageSearchDocument
-from search_app.perspective import counted_exclusion_reason, exclusion_reason, observed_join
+from search_app.perspective import (
+    counted_exclusion_reason,
+    exclusion_reason,
+    observed_by,
+    observed_join,
+)
 from search_app.query.parse import TermQuery
 
 # At most this many of what a search read are classified for the audit's exclusion counts.
@@ -153,11 +158,9 @@ def _slice_step() -> str:
             FROM observed_intervals AS d_observed
             JOIN {table(MessageSearchDocument)} AS d
               ON d.workspace_id = %(p_workspace)s
-             AND d.conversation_id = d_observed.conversation_id
+             AND {observed_by("d_observed", "d")}
              AND d.created_at > {_SLICE_START}
              AND d.created_at <= {_SLICE_END}
-             AND d.created_at >= d_observed.joined_at
-             AND (d_observed.left_at IS NULL OR d.created_at < d_observed.left_at)
             WHERE s.route IN ({literals([SLICES, ROOMS])}) AND ts_match_vq(d.document, s.query)
               {filter_conditions("d", by_time=True)}"""
 

@@ -38,6 +38,7 @@ from formation.sql import table
 from messages_app.models import Message
 from search_app.history import ranking
 from search_app.models import MessageSearchDocument
+from search_app.perspective import observed_by
 from search_app.query.parse import Term, TermQuery
 
 ALL, BUCKETS, SLICES, ROOMS = "all", "buckets", "slices", "rooms"
@@ -192,10 +193,8 @@ def extent_cte() -> str:
                        CROSS JOIN LATERAL (
                            SELECT m.created_at FROM {table(Message)} AS m
                            WHERE m.workspace_id = %(p_workspace)s
-                             AND m.conversation_id = o.conversation_id
+                             AND {observed_by("o", "m")}
                              AND m.deleted_at IS NULL
-                             AND m.created_at >= o.joined_at
-                             AND (o.left_at IS NULL OR m.created_at < o.left_at)
                            ORDER BY m.created_at DESC, m.seq DESC LIMIT 1
                        ) AS seen)"""
     newest_kept = f"""CASE WHEN EXISTS (SELECT 1 FROM observed_intervals WHERE left_at IS NULL)
