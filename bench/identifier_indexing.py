@@ -17,8 +17,11 @@ import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 ROUNDS = 5
 WORDS = "the deploy went fine after we moved the queue workers to the new hosts today"
@@ -27,26 +30,19 @@ IDENTIFIERS = (
     "https://api.example.com/v2/users?id={n}"
 )
 
-# Migration 0005's definition, as a temporary function: the document before identifier parts.
-PREVIOUS = """
-CREATE FUNCTION pg_temp.previous_document(config regconfig, body text) RETURNS tsvector
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT CASE
-        WHEN body !~ formation_cjk_class() THEN to_tsvector(config, body)
-        ELSE (
-            SELECT formation_tsvector_agg(
-                       plain || formation_cjk_grams(
-                           part[2], CASE WHEN n = 1 OR length(plain) > 0 THEN 1 ELSE 2 END)
-                       ORDER BY n)
-            FROM regexp_matches(
-                     body,
-                     '([^' || substr(formation_cjk_class(), 2) || '*)('
-                         || formation_cjk_class() || '*)',
-                     'g') WITH ORDINALITY AS parts(part, n)
-            CROSS JOIN LATERAL to_tsvector(config, part[1]) AS plain)
-    END
-$$
-"""
+
+# Migration 0005's definition (what 0011 restores on the way back), as a temporary function:
+# the document before identifier parts.
+def previous_definition() -> str:
+    from importlib import import_module
+
+    restore = import_module("search_app.migrations.0011_identifier_parts").RESTORE_FUNCTIONS
+    function = restore[: restore.index("$$;") + len("$$;")]
+    return function.replace(
+        "CREATE OR REPLACE FUNCTION formation_search_document",
+        "CREATE FUNCTION pg_temp.previous_document",
+    )
+
 
 TEXTS = """
 CREATE TEMPORARY TABLE bench_texts AS
@@ -73,7 +69,7 @@ def main() -> int:
         sys.exit("Set DATABASE_URL to a migrated database.")
     with psycopg.connect(os.environ["DATABASE_URL"]) as connection, connection.cursor() as cursor:
         cursor.execute(TEXTS, {"words": WORDS, "identifiers": IDENTIFIERS, "rows": args.rows})
-        cursor.execute(PREVIOUS)
+        cursor.execute(previous_definition())
         sides = [
             ("to_tsvector", "to_tsvector"),
             ("previous", "pg_temp.previous_document"),

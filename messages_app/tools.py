@@ -118,8 +118,11 @@ def search_messages(call: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]
     )
     call.returned(items)
     bound = arguments.get("maxTextLength")
+    # The match is looked for only in a text the bound cuts.
     shown = [
         bounded(message, bound, literal_focus(message.content, arguments["query"]))
+        if bound is not None and len(message.content) > bound
+        else message
         for message in items
     ]
     return MessageSearchResult.render(
