@@ -116,10 +116,12 @@ def refuse_a_bad_configuration(server: Any) -> None:
 
     A worker that exits on a refused setting exits with status 1, which gunicorn answers by
     starting another, forever, while it listens with no worker able to answer: only a worker's
-    boot failure (3) or the master's own refusal stops it. The settings module holds every rule
+    boot failure (3), an application that fails to load (4) or the master's own refusal stops
+    it. The settings module holds every rule
     (formation/settings.py); running it here, in a namespace of its own, checks them all without
     keeping it imported, so each worker still loads it fresh (``kill -HUP`` reloads it too).
-    The module prints its one sentence and the master exits non-zero before it binds a socket.
+    The module prints its one sentence and the master exits non-zero before it binds a socket
+    (removing its pid file, if ``--pid`` made one).
     """
     module = os.environ.get("DJANGO_SETTINGS_MODULE", "formation.settings")
     try:
