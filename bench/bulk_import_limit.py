@@ -11,10 +11,11 @@ statement timeout (``API_STATEMENT_TIMEOUT_MS``).
 
 In process (the default), each import runs inside a transaction that is rolled back, so the
 database keeps nothing. Prints, per import, the status, the whole request, its longest SQL
-statement (an INSERT, with the search-document trigger and the GIN indexes) and, when PostgreSQL
-runs on this machine, the CPU time its backend spent, which does not depend on what else the
-machine is doing. ``--lift-limit`` raises MAX_BULK_CHARS in this process, to time imports past
-it.
+statement (an INSERT, with the search-document trigger and the GIN indexes), when PostgreSQL
+runs on this machine the CPU time its backend spent, which does not depend on what else the
+machine is doing, and the statements Django sent for the request (its SET of the timeout and
+the savepoints included; here the transactions are savepoints of the rolled-back one).
+``--lift-limit`` raises MAX_BULK_CHARS in this process, to time imports past it.
 
 ``--under-load`` (default shape: the documented maximum, 1,000 x 5,000) acts as an operator
 would: on the corpus of ``manage.py generate_corpus --seed S`` it starts gunicorn with the
@@ -87,14 +88,16 @@ def backend_cpu_seconds() -> float | None:
 
 def import_once(
     count: int, chars: int, rng: random.Random, words, weights
-) -> tuple[int, float, float, float | None]:
-    """(status, request seconds, longest statement seconds, backend CPU seconds) of one
-    rolled-back import."""
+) -> tuple[int, float, float, float | None, int]:
+    """(status, request seconds, longest statement seconds, backend CPU seconds, statements) of
+    one rolled-back import."""
     contents = [corpus_text(rng, words, weights, chars) for _ in range(count)]
     longest = 0.0
+    statements = 0
 
     def timed(execute, sql, params, many, context):
-        nonlocal longest
+        nonlocal longest, statements
+        statements += 1
         started = time.monotonic()
         try:
             return execute(sql, params, many, context)
@@ -123,7 +126,7 @@ def import_once(
         cpu_after = backend_cpu_seconds()
         transaction.set_rollback(True)
     cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
-    return response.status_code, elapsed, longest, cpu
+    return response.status_code, elapsed, longest, cpu, statements
 
 
 def in_process(args: argparse.Namespace, shapes: list[tuple[int, int]]) -> None:
@@ -136,12 +139,14 @@ def in_process(args: argparse.Namespace, shapes: list[tuple[int, int]]) -> None:
     print(f"load average {os.getloadavg()[0]:.1f}; limit {limit:,} characters")
     for count, chars in shapes:
         for _ in range(args.repeat):
-            status, elapsed, longest, cpu = import_once(count, chars, rng, words, weights)
+            status, elapsed, longest, cpu, statements = import_once(
+                count, chars, rng, words, weights
+            )
             backend = "n/a" if cpu is None else f"{cpu:5.2f} s"
             print(
                 f"{count:>5} x {chars:>6} = {count * chars / 1e6:5.1f}M characters: {status}, "
                 f"request {elapsed:5.2f} s, longest statement {longest:5.2f} s, "
-                f"PostgreSQL CPU {backend}",
+                f"PostgreSQL CPU {backend}, {statements} statements",
                 flush=True,
             )
 
