@@ -8,9 +8,11 @@ chose every term's route without statistics. Every body now names the schema of 
 and tables it uses (``@schema@``, the schema this migration runs in; ``formation.sql.in_schema``).
 Qualified names keep the SQL functions inlinable, which a ``SET search_path`` clause would not.
 
-``formation_word_document`` looks each camelCase word's parts up by lexeme in a jsonb object
-instead of joining the word list to the document's lexemes (quadratic: 3.7 s for 40,000
-characters of camelCase words); the documents it builds are the same, so nothing is rebuilt.
+``formation_word_document`` finds identifier parts in time linear in the text: each camelCase
+word's parts are looked up by lexeme in a jsonb object instead of joining the text's camelCase
+words to the document's lexemes (quadratic: 17 s for 40,000 characters of camelCase code), and
+each word is normalised together with its parts in one call. The documents it builds are the
+same, byte for byte, so nothing is rebuilt.
 
 Then the projection is analyzed, so search_history has its statistics at once.
 """
@@ -30,48 +32,58 @@ BEGIN
     IF body !~ @schema@.formation_identifier_class() THEN
         RETURN words;
     END IF;
-    -- The words of each camelCase word, keyed by the lexeme the configuration makes of the
-    -- whole word. A jsonb object answers each look-up below by a binary search over its keys,
-    -- so the cost stays linear in the text (joining the words' lexemes to the document's was
-    -- quadratic: 3.7 s for 40,000 characters of camelCase).
-    SELECT jsonb_object_agg(camel_word.lexeme, camel_word.pieces)
+    -- Each distinct camelCase word (a run of letters and digits with a case change inside) and
+    -- its words are normalised together, in one to_tsvector call: the word itself at position 1
+    -- (the lexeme the document holds for it), its words after it (its parts). The parts are
+    -- kept by that lexeme in a jsonb object, which answers each look-up below by a binary
+    -- search: the cost stays linear in the text (joining the words' lexemes to the document's
+    -- was quadratic, 17 s for 40,000 characters of camelCase code).
+    SELECT jsonb_object_agg(camel_part.own, camel_part.parts)
     INTO camel
-    FROM (SELECT whole.lexeme, string_agg(named.pieces, ' ') AS pieces
-          FROM (SELECT matched.word,
-                       regexp_replace(
-                           regexp_replace(matched.word, '([a-z0-9])([A-Z])', '\1 \2', 'g'),
-                           '([A-Z])([A-Z][a-z])', '\1 \2', 'g') AS pieces
-                FROM (SELECT DISTINCT hit[1] AS word
-                      FROM regexp_matches(
-                               body,
-                               '([[:alnum:]]*(?:[a-z0-9][A-Z]|[A-Z][A-Z][a-z])[[:alnum:]]*)',
-                               'g') AS hit) AS matched) AS named
-          CROSS JOIN LATERAL unnest(to_tsvector(config, named.word)) AS whole
-          GROUP BY whole.lexeme) AS camel_word;
-    -- Each identifier's parts are normalised once, then placed at each of its positions.
-    SELECT string_agg(DISTINCT
+    FROM (SELECT split.own, to_jsonb(array_agg(part)) AS parts
+          FROM (SELECT DISTINCT run
+                FROM regexp_split_to_table(body, '[^[:alnum:]]+') AS run
+                WHERE run ~ '[a-z0-9][A-Z]|[A-Z][A-Z][a-z]') AS camel_word
+          CROSS JOIN LATERAL (
+              SELECT max(found.lexeme) FILTER (WHERE found.positions[1] = 1) AS own,
+                     array_agg(found.lexeme) FILTER (
+                         WHERE found.positions[array_length(found.positions, 1)] > 1) AS parts
+              FROM unnest(to_tsvector(
+                       config,
+                       camel_word.run || ' ' || regexp_replace(
+                           camel_word.run,
+                           '(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])', ' ', 'g')))
+                   AS found
+          ) AS split
+          CROSS JOIN LATERAL unnest(array_remove(split.parts, split.own)) AS part
+          WHERE split.own IS NOT NULL
+          GROUP BY split.own) AS camel_part;
+    -- Every identifier's parts, at each of its positions: a path's, host's or address's
+    -- segments and words (its punctuation blanked two ways, the second keeping dots), and a
+    -- camelCase word's words looked up above.
+    SELECT string_agg(
                '''' || replace(replace(part, '\', '\\'), '''', '''''') || ''':'
                || position || 'C', ' ')
     INTO parts
     FROM (
-        SELECT identifier.lexeme, identifier.positions,
-               tsvector_to_array(to_tsvector(config, identifier.pieces)) AS lexemes
-        FROM (
-            SELECT whole.lexeme, whole.positions,
-                   regexp_replace(whole.lexeme, '[/\\@]+', ' ', 'g') || ' '
-                   || regexp_replace(whole.lexeme, '[!-/:-@[-`{-~]+', ' ', 'g') AS pieces
-            FROM unnest(words) AS whole
-            WHERE whole.lexeme ~ '[./\\@]|^[-+][0-9]'
-              AND whole.lexeme !~ '^[-+]?[vV]?[0-9]+([.][0-9]+)+$'
-            UNION ALL
-            SELECT whole.lexeme, whole.positions, camel ->> whole.lexeme
-            FROM unnest(words) AS whole
-            WHERE camel IS NOT NULL AND camel ? whole.lexeme
-        ) AS identifier
-    ) AS split
-    CROSS JOIN LATERAL unnest(split.lexemes) AS part
-    CROSS JOIN LATERAL unnest(split.positions) AS position
-    WHERE part <> split.lexeme;
+        SELECT whole.lexeme, whole.positions,
+               tsvector_to_array(to_tsvector(
+                   config,
+                   translate(whole.lexeme, '/\@', '   ') || ' '
+                   || translate(whole.lexeme, '!"#$%&''()*+,-./:;<=>?@[\]^_`{|}~',
+                                repeat(' ', 32)))) AS lexemes
+        FROM unnest(words) AS whole
+        WHERE whole.lexeme ~ '[./\\@]|^[-+][0-9]'
+          AND whole.lexeme !~ '^[-+]?[vV]?[0-9]+([.][0-9]+)+$'
+        UNION ALL
+        SELECT whole.lexeme, whole.positions,
+               ARRAY(SELECT jsonb_array_elements_text(camel -> whole.lexeme))
+        FROM unnest(words) AS whole
+        WHERE camel IS NOT NULL AND camel ? whole.lexeme
+    ) AS identifier
+    CROSS JOIN LATERAL unnest(identifier.lexemes) AS part
+    CROSS JOIN LATERAL unnest(identifier.positions) AS position
+    WHERE part <> identifier.lexeme;
     IF parts IS NULL THEN
         RETURN words;
     END IF;
