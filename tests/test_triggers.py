@@ -6,8 +6,8 @@ reader finds the current definitions.
 The files are run in a scratch schema (their ``@schema@`` naming it), over bodiless copies of
 the project's tables, and what PostgreSQL then prints for each function (``pg_get_functiondef``;
 an aggregate's parts) and each trigger (``pg_get_triggerdef``) is compared with what it prints
-for the migrated ones, schema names aside. A function or trigger on one side only is a difference too. Everything is undone
-with the test's transaction.
+for the migrated ones, schema names aside. A function or trigger on one side only is a
+difference too. Everything is undone with the test's transaction.
 
 Only the project's own objects are compared: functions that belong to no extension, and
 triggers on the models' tables whose function belongs to no extension. On Citus that leaves out
