@@ -14,8 +14,8 @@ load, so a bad value is one sentence from the master and a non-zero exit, never 
 exit and are replaced forever.
 
 Metrics: the master gives the workers one ``PROMETHEUS_MULTIPROC_DIR`` (the operator's, or a
-fresh folder on tmpfs), emptied when it starts, so ``/metrics`` adds up every worker's values;
-a worker that exits has its live gauges dropped (formation/metrics.py).
+fresh folder on tmpfs), named as this file loads and emptied when it starts, so ``/metrics`` adds
+up every worker's values; a worker that exits has its live gauges dropped (formation/metrics.py).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import runpy
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -111,6 +112,34 @@ def worker_exit(server: Any, worker: Any) -> None:
 METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
+def choose_metrics_folder() -> tuple[str | None, str | None]:
+    """Name the workers' metrics folder now, as gunicorn loads this file: prometheus_client picks
+    shared or per-process values once, when it is imported, and the master imports it with the
+    worker class (formation.serving, formation.errors, formation.metrics) before any hook runs.
+
+    Returns the folder made here (``on_exit`` removes it) and, when there is none, why (for
+    ``on_starting`` to log: gunicorn's log is not set up yet).
+    """
+    if "prometheus_client" in sys.modules:
+        # Too late: /metrics would read a folder the workers never write to.
+        return None, "prometheus_client imported before the gunicorn configuration"
+    named = os.environ.get(METRICS_DIR_ENV)
+    try:
+        if named:
+            Path(named).mkdir(parents=True, exist_ok=True)
+            return None, None
+        base = "/dev/shm" if os.path.isdir("/dev/shm") else None
+        made = tempfile.mkdtemp(prefix="formation-metrics-", dir=base)
+    except OSError as problem:
+        os.environ.pop(METRICS_DIR_ENV, None)
+        return None, type(problem).__name__
+    os.environ[METRICS_DIR_ENV] = made
+    return made, None
+
+
+metrics_folder_made, metrics_folder_problem = choose_metrics_folder()
+
+
 def refuse_a_bad_configuration(server: Any) -> None:
     """Run the settings module the workers will load, so a value it refuses stops gunicorn now.
 
@@ -136,23 +165,22 @@ def on_starting(server: Any) -> None:
     """Before any worker: the configuration checked, and the metrics folder, empty (a previous
     run's values would be added)."""
     refuse_a_bad_configuration(server)
-    folder = os.environ.get(METRICS_DIR_ENV)
-    try:
-        if folder:
-            Path(folder).mkdir(parents=True, exist_ok=True)
-            for stale in Path(folder).glob("*.db"):
-                stale.unlink()
-        else:
-            base = "/dev/shm" if os.path.isdir("/dev/shm") else None
-            folder = tempfile.mkdtemp(prefix="formation-metrics-", dir=base)
-            server.formation_metrics_dir = folder
-        os.environ[METRICS_DIR_ENV] = folder
-    except OSError as problem:
-        # Not fatal: each worker then keeps its own values (formation/metrics.py).
+    if metrics_folder_problem:
+        # Not fatal: each worker keeps its own values (formation/metrics.py).
         server.log.warning(
-            "metrics folder unusable (%s); metrics are per worker", type(problem).__name__
+            "metrics folder unusable (%s); metrics are per worker", metrics_folder_problem
         )
-        os.environ.pop(METRICS_DIR_ENV, None)
+    folder = os.environ.get(METRICS_DIR_ENV)
+    if not folder:
+        return
+    try:
+        # Made again: ``--env`` may name a folder after this file was loaded.
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        for stale in Path(folder).glob("*.db"):
+            stale.unlink()
+    except OSError as problem:
+        # The workers write there all the same (prometheus_client chose at import).
+        server.log.warning("metrics folder not emptied (%s)", type(problem).__name__)
 
 
 def child_exit(server: Any, worker: Any) -> None:
@@ -165,6 +193,5 @@ def child_exit(server: Any, worker: Any) -> None:
 
 def on_exit(server: Any) -> None:
     """Remove the metrics folder the master made (never one the operator named)."""
-    folder = getattr(server, "formation_metrics_dir", None)
-    if folder:
-        shutil.rmtree(folder, ignore_errors=True)
+    if metrics_folder_made:
+        shutil.rmtree(metrics_folder_made, ignore_errors=True)
