@@ -20,42 +20,24 @@ import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from io import StringIO
 from pathlib import Path
 from urllib.parse import quote
 
 import psycopg
+import pytest
 from django.apps import apps
+from django.core.management import CommandError, call_command
 from django.db import connection
 from psycopg import sql
 
+from formation.backups import differences, snapshot
 from formation.embedded_postgres import find_bindir
 from messages_app import services
+from messages_app.management.commands.verify_restore import configured_database
 from search_app.runs.services import run_create
 from tests import factories
 from tests.helpers import PROJECT_DIR
-
-# What the restore must keep besides the rows, per kind: {name: definition} in the schema the
-# migrations ran in.
-CATALOG = {
-    "tables": "SELECT tablename, '' FROM pg_tables WHERE schemaname = current_schema()",
-    "indexes": "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema()",
-    "constraints": """
-        SELECT conrelid::regclass || '.' || conname, pg_get_constraintdef(oid)
-        FROM pg_constraint WHERE connamespace = current_schema()::regnamespace""",
-    "functions": """
-        SELECT oid::regprocedure::text,
-               CASE WHEN prokind = 'f' THEN pg_get_functiondef(oid) ELSE '' END
-        FROM pg_proc WHERE pronamespace = current_schema()::regnamespace""",
-    "triggers": """
-        SELECT tgrelid::regclass || '.' || tgname, pg_get_triggerdef(oid)
-        FROM pg_trigger
-        WHERE NOT tgisinternal
-          AND tgrelid IN (SELECT oid FROM pg_class
-                          WHERE relnamespace = current_schema()::regnamespace)""",
-    "sequences": """
-        SELECT sequencename, coalesce(last_value, 0)::text
-        FROM pg_sequences WHERE schemaname = current_schema()""",
-}
 
 # One search_history call through the API, in a process of its own connected to the database
 # named by DATABASE_URL; prints the answer as JSON.
@@ -80,17 +62,7 @@ def _project_tables() -> list[str]:
 
 
 def _connection_params(database: str) -> dict[str, str]:
-    settings = connection.settings_dict
-    params = {"dbname": database}
-    for name, key in (
-        ("host", "HOST"),
-        ("port", "PORT"),
-        ("user", "USER"),
-        ("password", "PASSWORD"),
-    ):
-        if settings.get(key):
-            params[name] = str(settings[key])
-    return params
+    return {**configured_database(), "dbname": database}
 
 
 def _libpq_env(database: str) -> dict[str, str]:
@@ -111,52 +83,6 @@ def _database_url(database: str) -> str:
     if host.startswith("/"):
         return f"postgresql://{credentials}@/{database}?host={quote(host, safe='/')}&port={port}"
     return f"postgresql://{credentials}@{host}:{port}/{database}"
-
-
-def _snapshot(database: str) -> dict[str, dict[str, object]]:
-    """The catalog of ``database`` and each table's row count and rows' digest."""
-    found: dict[str, dict[str, object]] = {}
-    with psycopg.connect(**_connection_params(database)) as conn:
-        for kind, statement in CATALOG.items():
-            found[kind] = dict(conn.execute(statement).fetchall())
-        found["rows"] = {
-            table: conn.execute(
-                sql.SQL(
-                    "SELECT count(*), md5(coalesce(string_agg(t::text, E'\\n' ORDER BY t::text),"
-                    " '')) FROM {} AS t"
-                ).format(sql.Identifier(table))
-            ).fetchone()
-            for table in found["tables"]
-        }
-    return found
-
-
-def _as_restored(database: str, constraints: dict[str, object]) -> dict[str, object]:
-    """``constraints`` (the source's) as ``database`` holds them once parsed again.
-
-    A CHECK of ``column IN (...)`` on a varchar column prints back with its casts in another
-    place after a restore (the dump's text is parsed into a different but equal tree), so each
-    CHECK of the source is parsed in ``database`` the way pg_restore parsed it (added NOT VALID
-    in a transaction that is rolled back) and printed again there.
-    """
-    parsed = dict(constraints)
-    with psycopg.connect(**_connection_params(database)) as conn:
-        for name, definition in constraints.items():
-            if not str(definition).startswith("CHECK "):
-                continue
-            table = name.rsplit(".", 1)[0]
-            with conn.transaction(force_rollback=True):
-                conn.execute(
-                    sql.SQL(
-                        "ALTER TABLE {} ADD CONSTRAINT formation_parsed_again {} NOT VALID"
-                    ).format(sql.Identifier(table), sql.SQL(definition))
-                )
-                (parsed[name],) = conn.execute(
-                    "SELECT pg_get_constraintdef(oid) FROM pg_constraint "
-                    "WHERE conname = 'formation_parsed_again'"
-                ).fetchone()
-            parsed[name] = parsed[name].removesuffix(" NOT VALID")
-    return parsed
 
 
 @contextmanager
@@ -272,26 +198,60 @@ def _fill() -> str:
 def test_a_backup_restores_every_table_row_index_and_constraint(transactional_db, tmp_path):
     token = _fill()
     source = connection.settings_dict["NAME"]
-    before = _snapshot(source)
-    empty = [table for table in _project_tables() if not before["rows"][table][0]]
+    before = snapshot(_connection_params(source))
+    empty = [table for table in _project_tables() if not before.rows[table][0]]
     assert not empty, f"the fill left tables empty: {empty}"
 
     with _restored_copy(source, tmp_path / "formation.dump") as (target, restored):
         assert restored.returncode == 0, restored.stderr
         assert not restored.stderr
-        after = _snapshot(target)
-        for kind in ("tables", "indexes", "functions", "triggers", "sequences"):
-            assert after[kind] == before[kind], kind
-        assert after["constraints"] == _as_restored(target, before["constraints"])
-        assert after["rows"] == before["rows"]
-        assert "agent_memories" in after["tables"]
-        assert "search_document_bucket_gin" in after["indexes"]
+        after = snapshot(_connection_params(target))
+        assert "agent_memories" in after.objects["table"]
+        assert "search_document_bucket_gin" in after.objects["index"]
+        assert after.rows == before.rows
+        assert differences(_connection_params(source), _connection_params(target)) == []
+
+        output = StringIO()
+        call_command("verify_restore", _database_url(target), stdout=output)
+        assert output.getvalue() == "The restored database holds what this one holds.\n"
 
         answers = {database: _search(database, token) for database in (source, target)}
     source_answer, target_answer = answers[source], answers[target]
     assert source_answer["status"] == 200, source_answer
     assert source_answer["body"]["items"], "the search finds what the fill wrote"
     assert target_answer == source_answer
+
+
+def test_verify_restore_names_what_a_restore_lost(transactional_db, tmp_path):
+    """A restored copy missing a memory and an index: both named, content never printed."""
+    workspace = factories.make_workspace()
+    agent = factories.make_agent(workspace)
+    alice = factories.make_account(workspace, "Alice Example")
+    room = factories.make_conversation(workspace, "direct", "dm")
+    for member in (agent, alice):
+        factories.join(room, member, joined_at=factories.at(-600))
+    asked = factories.post(room, alice, "a confidential plan", created_at=factories.at(0))
+    run, api = factories.make_run(agent, room, alice, current=asked)
+    remembered = api.post(
+        f"/api/v1/runs/{run.id}/memories", {"content": "a confidential memory"}, format="json"
+    )
+    assert remembered.status_code == 201, remembered.content
+    source = connection.settings_dict["NAME"]
+    with _restored_copy(source, tmp_path / "formation.dump") as (target, restored):
+        assert restored.returncode == 0, restored.stderr
+        with psycopg.connect(**_connection_params(target), autocommit=True) as conn:
+            conn.execute("SET session_replication_role = replica")  # as a partial restore
+            conn.execute("DELETE FROM agent_memories")
+            conn.execute("DROP INDEX search_document_bucket_gin")
+
+        output = StringIO()
+        with pytest.raises(CommandError, match="differs in 2 places"):
+            call_command("verify_restore", _database_url(target), stdout=output)
+    assert output.getvalue().splitlines() == [
+        "index search_document_bucket_gin: missing",
+        "table agent_memories: 1 rows, 0 restored",
+    ]
+    assert "confidential" not in output.getvalue()
 
 
 def test_every_table_analyzes_under_an_empty_search_path(transactional_db):
