@@ -142,6 +142,17 @@ def _search(database: str, run_token: str) -> dict:
     return json.loads(done.stdout.splitlines()[-1])
 
 
+def _alike(one: object, other: object) -> bool:
+    """The same JSON, floats within 1e-5 of each other."""
+    if isinstance(one, float) and isinstance(other, float):
+        return abs(one - other) <= 1e-5
+    if isinstance(one, dict) and isinstance(other, dict):
+        return one.keys() == other.keys() and all(_alike(one[key], other[key]) for key in one)
+    if isinstance(one, list) and isinstance(other, list):
+        return len(one) == len(other) and all(map(_alike, one, other))
+    return one == other
+
+
 def _fill() -> str:
     """Every table of the apps given rows through the API and the services; the raw token of
     an open run that can search."""
@@ -215,11 +226,18 @@ def test_a_backup_restores_every_table_row_index_and_constraint(transactional_db
         call_command("verify_restore", _database_url(target), stdout=output)
         assert output.getvalue() == "The restored database holds what this one holds.\n"
 
+        # pg_restore brings no planner statistics: an operator analyzes the copy before use
+        # (docs/operations.md, "Backups"), and the search plans the same on both sides then.
+        for database in (source, target):
+            with psycopg.connect(**_connection_params(database), autocommit=True) as conn:
+                conn.execute("ANALYZE")
         answers = {database: _search(database, token) for database in (source, target)}
     source_answer, target_answer = answers[source], answers[target]
     assert source_answer["status"] == 200, source_answer
     assert source_answer["body"]["items"], "the search finds what the fill wrote"
-    assert target_answer == source_answer
+    # The restored index hands the ranking its rows in another order, so a score's sum may
+    # round differently in the sixth decimal.
+    assert _alike(target_answer, source_answer), (source_answer, target_answer)
 
 
 def test_verify_restore_names_what_a_restore_lost(transactional_db, tmp_path):
@@ -252,6 +270,28 @@ def test_verify_restore_names_what_a_restore_lost(transactional_db, tmp_path):
         "table agent_memories: 1 rows, 0 restored",
     ]
     assert "confidential" not in output.getvalue()
+
+
+def test_verify_restore_objects_only_holds_a_live_source_to_its_objects(transactional_db, tmp_path):
+    """A copy of a database still being written: more rows at the source are no difference,
+    a lost index still is."""
+    workspace = factories.make_workspace()
+    agent = factories.make_agent(workspace)
+    room = factories.make_conversation(workspace, "public", "general")
+    factories.join(room, agent)
+    factories.post(room, agent, "before the dump")
+    source = connection.settings_dict["NAME"]
+    with _restored_copy(source, tmp_path / "formation.dump") as (target, restored):
+        assert restored.returncode == 0, restored.stderr
+        factories.post(room, agent, "after the dump")
+        output = StringIO()
+        call_command("verify_restore", "--objects-only", _database_url(target), stdout=output)
+        assert output.getvalue() == "The restored database holds what this one holds.\n"
+
+        with psycopg.connect(**_connection_params(target), autocommit=True) as conn:
+            conn.execute("DROP INDEX search_document_bucket_gin")
+        with pytest.raises(CommandError, match="differs in 1 places"):
+            call_command("verify_restore", "--objects-only", _database_url(target), stdout=output)
 
 
 def test_every_table_analyzes_under_an_empty_search_path(transactional_db):
