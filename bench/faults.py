@@ -20,8 +20,9 @@ production configuration. The load is ``bench/load.py``'s mix. Then, in order:
    search_history evidence must equal the budget its last audit event recorded.
 
 Prints what happened in each phase and exits non-zero if any expectation failed. ``--smoke``
-shortens the phases around the faults to a few seconds each (40, 15 and 10 s otherwise), for the
-smoke run of tests/bench/test_smoke.py: it shows the script works, not that the service does.
+shortens the phases around the faults to a few seconds each (40, 15 and 10 s otherwise) and
+draws the mix from 50 messages (2,000 otherwise), for the smoke run of
+tests/bench/test_smoke.py: it shows that the script works, not that the service does.
 """
 
 from __future__ import annotations
@@ -62,9 +63,11 @@ class Phases:
     restart: float = 40
     kill: float = 15
     after: float = 10
+    # Message ids and anchors the mix draws from (bench/load.py's make_plan).
+    samples: int = 2000
 
 
-SMOKE = Phases(lead=1, restart=10, kill=3, after=2)
+SMOKE = Phases(lead=1, restart=10, kill=3, after=2, samples=50)
 
 
 class PrivateCluster:
@@ -159,7 +162,9 @@ def run_faults(cluster: PrivateCluster, args: argparse.Namespace) -> int:
     phases = args.phases
     seconds = args.steady + phases.restart + phases.kill + phases.after
     searches = seconds * 250 * load.MIX["search_history"] / 100
-    plan = load.make_plan(1, rng, runs=int(searches / load.SEARCHES_PER_RUN) + 100)
+    plan = load.make_plan(
+        1, rng, runs=int(searches / load.SEARCHES_PER_RUN) + 100, samples=phases.samples
+    )
     timeout_s = settings.API_STATEMENT_TIMEOUT_MS / 1000
     failures: list[str] = []
     lines: list[str] = []
