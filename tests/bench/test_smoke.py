@@ -29,7 +29,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
@@ -61,17 +61,16 @@ DROPPED_PREFIXES = ("DATABASE_", "API_STATEMENT", "RATE_LIMIT", "CONN_", "METRIC
 class Script:
     """One smoke run: the script's arguments, the database it gets and what it must print."""
 
+    # The script's file in bench/, then its arguments, where {port} becomes a free loopback
+    # port, {clone} the clone's name and {out} a temporary folder.
     args: tuple[str, ...]
     prints: str
     # "clone": DATABASE_URL names a clone of the corpus database; "none": no DATABASE_URL.
     database: str = "clone"
     timeout: float = 150
-    # Filled in at run time: {port} a free loopback port, {clone} the clone's name,
-    # {out} a temporary folder.
-    extra: tuple[str, ...] = field(default=())
 
 
-# Keyed by the pytest id; the script is the first argument.
+# By the pytest id, the longest first.
 SCRIPTS: dict[str, Script] = {
     "faults": Script(
         (
@@ -300,7 +299,9 @@ def test_script_runs_at_a_tiny_size(name: str, smoke_runs: dict[str, Future[Outc
     outcome = smoke_runs[name].result()
     tail = outcome.output[-6000:]
     assert outcome.returncode is not None, f"{name} ran past {script.timeout:.0f} s:\n{tail}"
-    assert outcome.returncode == 0, f"{name} exited {outcome.returncode}:\n{tail}"
+    assert outcome.returncode == 0, (
+        f"{name} exited {outcome.returncode} after {outcome.seconds:.0f} s:\n{tail}"
+    )
     assert "Traceback" not in outcome.output, tail
     assert script.prints in outcome.output, f"{name} did not print {script.prints!r}:\n{tail}"
 
