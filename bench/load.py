@@ -73,7 +73,16 @@ class ProductionGunicorn(bench.Gunicorn):
     """gunicorn with ``formation/gunicorn_conf.py`` on loopback (the benchmark's own gunicorn
     takes its worker counts on the command line); stopped and inspected the same way."""
 
-    def __init__(self, *, port: int, log: IO[bytes], env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        port: int,
+        log: IO[bytes],
+        env: dict[str, str] | None = None,
+        root: Path = bench.ROOT,
+    ) -> None:
+        """``root``: the source tree it serves (another checkout's, to compare its code on the
+        same database)."""
         self.port = port
         self.process = subprocess.Popen(
             [
@@ -81,9 +90,10 @@ class ProductionGunicorn(bench.Gunicorn):
                 "--config",
                 "python:formation.gunicorn_conf",
             ],
-            cwd=bench.ROOT,
+            cwd=root,
             env={
                 **os.environ,
+                "PYTHONPATH": str(root),
                 "DEBUG": "0",
                 "LOG_LEVEL": "WARNING",
                 "GUNICORN_BIND": f"127.0.0.1:{port}",

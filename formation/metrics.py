@@ -9,10 +9,11 @@ pattern (never a path), a method, a status code, a tool name from the registry, 
 an exclusion or block reason from the lists below. Never an id, a name, query or message text.
 
 Several gunicorn workers. gunicorn_conf.py points ``PROMETHEUS_MULTIPROC_DIR`` at a fresh
-folder before the workers start, so each worker writes its values to memory-mapped files
-there and a scrape, whichever worker answers it, adds them up (prometheus_client's
-multiprocess mode). Without it (``runserver``, tests) a process keeps its own values. A folder
-that is named but cannot be created is not fatal: a warning, and per-process values.
+folder as gunicorn loads it, before the master imports this module (prometheus_client picks its
+value store at import), so each worker writes its values to memory-mapped files there and a
+scrape, whichever worker answers it, adds them up (prometheus_client's multiprocess mode).
+Without it (``runserver``, tests) a process keeps its own values. A folder that is named but
+cannot be created is not fatal: a warning, and per-process values.
 """
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gunicorn.asgi.protocol import ASGIProtocol
+from gunicorn.errors import AppImportError
 from gunicorn.workers import gasgi
 
 from formation.asgi_body import ASGIApp, Message, Receive, Scope, Send, replay
@@ -430,7 +431,13 @@ class BoundedWorker(gasgi.ASGIWorker):
         """The ASGI worker warns that it ignores ``threads``; this one sizes its pool by it."""
 
     def load_wsgi(self) -> None:
-        application = self.app.wsgi()
+        try:
+            application = self.app.wsgi()
+        except SystemExit as refusal:
+            # A setting refused in the worker, past the master's check (gunicorn_conf's
+            # on_starting): gunicorn answers a worker's exit status 1 with another worker,
+            # forever, but stops on an application that fails to load.
+            raise AppImportError(str(refusal)) from None
         # Read once the application has configured Django.
         self.limits = ServingLimits.from_settings(threads=self.cfg.threads)
         self.asgi = BoundedRequests(WaitingWSGI(application, workers=self.cfg.threads), self.limits)

@@ -4,47 +4,23 @@ DEBUG is off unless DEBUG=1; with DEBUG off the service refuses to start without
 SEARCH_AUDIT_KEYS. With DATABASE_URL unset the project starts its own private PostgreSQL cluster
 (formation/embedded_postgres.py), so a new developer needs only Python and PostgreSQL; manage.py
 then turns DEBUG on by default (see its docstring), while formation/wsgi.py never does.
+
+Every value is checked here, and only here: a bad one stops the process with one sentence
+(``SystemExit``). gunicorn's master runs this module before it starts a worker
+(``formation/gunicorn_conf.py``, ``on_starting``), so a bad value stops gunicorn at once
+instead of every worker exiting and being replaced; ``manage.py`` refuses it the same way.
 """
 
+import logging
 import os
+import re
 from pathlib import Path
 
 import dj_database_url
 
+from formation.environment import env_bool, env_choice, env_int, env_list, env_rate
+
 BASE_DIR = Path(__file__).resolve().parent.parent
-
-
-def env_bool(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
-
-
-def env_list(name: str, default: str) -> list[str]:
-    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
-
-
-def env_int(name: str, default: int, minimum: int = 0) -> int:
-    value = os.environ.get(name, "").strip() or str(default)
-    if not value.isdigit() or int(value) < minimum:
-        raise SystemExit(f"{name} must be a whole number of at least {minimum} (got {value!r}).")
-    return int(value)
-
-
-def env_rate(name: str, default: str) -> str | None:
-    """A DRF throttle rate such as ``600/min`` (per s, min, hour or day); ``off`` means none."""
-    value = os.environ.get(name, "").strip() or default
-    if value.lower() == "off":
-        return None
-    count, _, period = value.partition("/")
-    if not count.isdigit() or int(count) < 1 or period not in RATE_PERIODS:
-        raise SystemExit(f"{name} must look like 600/min (per s, min, hour or day) or be off.")
-    return value
-
-
-RATE_PERIODS = {"s", "sec", "second", "m", "min", "minute", "h", "hour", "d", "day"}
-
 
 DEBUG = env_bool("DEBUG", False)
 
@@ -136,16 +112,26 @@ CONN_MAX_AGE = 0 if DATABASE_POOL else env_int("CONN_MAX_AGE", 60)
 # (formation/db_retries.py, ``on_a_live_connection``).
 CONN_HEALTH_CHECKS = not DATABASE_POOL
 
+# dj_database_url's schemes of PostgreSQL servers (the engine is ours whichever is used).
+DATABASE_URL_SCHEMES = ("postgresql", "postgres", "pgsql", "postgis", "timescale")
 if os.environ.get("DATABASE_URL"):
-    DATABASES = {
-        "default": dj_database_url.parse(
+    # The message never repeats the URL: it carries the password.
+    _refused_url = SystemExit(
+        "DATABASE_URL must be a PostgreSQL URL: postgresql://user:password@host:5432/name."
+    )
+    if os.environ["DATABASE_URL"].partition("://")[0].lower() not in DATABASE_URL_SCHEMES:
+        raise _refused_url
+    try:
+        _database = dj_database_url.parse(
             os.environ["DATABASE_URL"],
             # Django's PostgreSQL backend, aware of the (workspace_id, id) primary keys.
             engine="formation.postgresql",
             conn_max_age=CONN_MAX_AGE,
             conn_health_checks=CONN_HEALTH_CHECKS,
         )
-    }
+    except ValueError:
+        raise _refused_url from None
+    DATABASES = {"default": _database}
 else:
     from formation import embedded_postgres
 
@@ -216,6 +202,19 @@ API_STATEMENT_TIMEOUT_MS = env_int("API_STATEMENT_TIMEOUT_MS", 10_000)
 RATE_LIMIT_SERVICE = env_rate("RATE_LIMIT_SERVICE", "6000/min")
 RATE_LIMIT_AGENT = env_rate("RATE_LIMIT_AGENT", "1200/min")
 REDIS_URL = os.environ.get("REDIS_URL", "").strip()
+if REDIS_URL:
+    # redis-py's own parser, which would otherwise fail every count and leave the rates off
+    # (the throttle fails open). The message never repeats the URL: it may carry a password.
+    from redis.connection import parse_url
+
+    try:
+        # Django's RedisCache takes several URLs, comma- or semicolon-separated (primary first).
+        for _url in re.split("[;,]", REDIS_URL):
+            parse_url(_url)
+    except ValueError:
+        raise SystemExit(
+            "REDIS_URL must be a redis://host:6379/0, rediss://… or unix:///path URL."
+        ) from None
 # Milliseconds a throttle count may wait for Redis; past it the request is let through (fail open).
 REDIS_TIMEOUT_MS = env_int("REDIS_TIMEOUT_MS", 250, minimum=1)
 CACHES = {
@@ -248,7 +247,7 @@ if METRICS_TOKEN and len(METRICS_TOKEN) < 16:
     raise SystemExit("METRICS_TOKEN must be at least 16 characters (or unset: no /metrics).")
 
 # Bulk import takes up to 5,000 messages in one body; larger bodies are refused before parsing.
-MAX_REQUEST_BODY_BYTES = int(os.environ.get("MAX_REQUEST_BODY_BYTES", str(32 * 1024 * 1024)))
+MAX_REQUEST_BODY_BYTES = env_int("MAX_REQUEST_BODY_BYTES", 32 * 1024 * 1024, minimum=1)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BODY_BYTES
 
 # What a client may take of a gunicorn worker (formation/serving.py): seconds to send a new
@@ -361,7 +360,8 @@ if env_bool("USE_X_FORWARDED_PROTO", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 # Logs carry no request bodies, message text, query text or member lists (SPEC §9).
-LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO")
+# Python's level names (any case here; logging itself takes them in capitals only).
+LOG_LEVEL = env_choice("LOG_LEVEL", "INFO", tuple(logging.getLevelNamesMapping()))
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -9,6 +9,7 @@ rows read back by column name, and PostgreSQL's transaction advisory lock.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -27,6 +28,32 @@ def literals(values: Iterable[str | int]) -> str:
     """A comma-separated list of SQL literals, quoted by psycopg, for an ``IN (...)`` list that
     must be part of the statement's text (a partial index's predicate only matches constants)."""
     return psycopg_sql.SQL(", ").join(psycopg_sql.Literal(value) for value in values).as_string()
+
+
+# What the apps' sql/ files and the migrations that copy them write where a function body names
+# the schema of a table or function it uses.
+SCHEMA_PLACEHOLDER = "@schema@"
+PLAIN_NAME = re.compile(r"[a-z_][a-z0-9_]*")
+
+
+def in_schema(definitions: str, schema: str) -> str:
+    """``definitions`` with each ``@schema@`` replaced by ``schema`` (quoted unless it is a
+    plain lower-case name, so ``public`` reads as it is written by hand).
+
+    Function bodies name the schema of what they call because pg_restore, autovacuum and index
+    maintenance run them with an empty ``search_path``; the schema is the one the migrations
+    run in, which only the database knows (``current_schema()``), so the text carries a
+    placeholder rather than a fixed name.
+    """
+    name = schema if PLAIN_NAME.fullmatch(schema) else psycopg_sql.Identifier(schema).as_string()
+    return definitions.replace(SCHEMA_PLACEHOLDER, name)
+
+
+def current_schema(cursor: Any) -> str:
+    """The schema unqualified names are created in: the one Django migrates into."""
+    cursor.execute("SELECT current_schema()")
+    (schema,) = cursor.fetchone()
+    return schema
 
 
 class ParameterCollision(ValueError):

@@ -16,11 +16,17 @@ MAX_NAME_CHARS = 200
 MAX_QUERY_CHARS = 500
 # A message stamped further in the future than this would sort above everything said later.
 MAX_CLOCK_SKEW = timedelta(minutes=5)
-# One bulk import: its messages, and the characters they store in all. The import is one
-# INSERT under API_STATEMENT_TIMEOUT_MS, and its cost grows with the characters whatever the
-# batch's shape (to_tsvector for the search document, trigrams for literal search).
+# One bulk import: its messages, and the characters they store in all. Its cost grows with the
+# characters whatever the batch's shape (the search document, trigrams for literal search), and
+# the request holds a worker and a connection for all of it.
 MAX_BULK_MESSAGES = 5_000
 MAX_BULK_CHARS = 5_000_000
+# A batch is stored by INSERTs of at most this many characters of content each, in one
+# transaction: each is its own statement under API_STATEMENT_TIMEOUT_MS, so an import at
+# MAX_BULK_CHARS stays far inside the timeout on a busy machine (docs/api.md, "Bulk import
+# limits"). Every INSERT but the last holds more than this less MAX_CONTENT_CHARS, so an import
+# at MAX_BULK_CHARS takes at most 13 of them.
+BULK_STATEMENT_CHARS = 500_000
 MAX_LINEAGE = 1_000
 # Lineage rows one request may add in all (a bulk of 5,000 agent replies, 4 sources each).
 MAX_LINEAGE_PER_REQUEST = 20_000

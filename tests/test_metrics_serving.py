@@ -15,7 +15,7 @@ from messages_app import services
 from messages_app.models import TokenKind
 from tests import factories
 from tests.redis_server import running_redis
-from tests.test_slow_clients import running_gunicorn
+from tests.test_slow_clients import gunicorn_log, running_gunicorn
 
 METRICS_TOKEN = "metrics-test-token-0123456789"
 RATE = 25
@@ -124,3 +124,31 @@ def test_two_workers_add_up_and_share_one_rate(served, tmp_path: Path):
     assert scraped(text, "formation_tool_duration_seconds_count", tool="get_message") == RATE
     assert scraped(text, "formation_db_pool_connections") >= 1
     assert message_id not in text
+
+
+def test_the_masters_own_folder_when_none_is_named(served, tmp_path: Path):
+    """Without ``PROMETHEUS_MULTIPROC_DIR`` the master makes the folder; the workers must write
+    their values into it, so the scrape carries the requests they served."""
+    token, message_id = served
+    endpoint = "api/v1/messages/<id:message_id>"
+    with running_gunicorn(
+        tmp_path, WEB_CONCURRENCY="2", PROMETHEUS_MULTIPROC_DIR=None, METRICS_TOKEN=METRICS_TOKEN
+    ) as (_, port):
+        base_url = f"http://127.0.0.1:{port}"
+        statuses = fire(base_url, token, message_id, BURST)
+        scrapes = [
+            httpx.get(
+                f"{base_url}/metrics",
+                headers={"Authorization": f"Bearer {METRICS_TOKEN}"},
+                timeout=30,
+            )
+            for _ in range(4)
+        ]
+
+    assert statuses == [200] * BURST, f"{statuses}{gunicorn_log(tmp_path)}"
+    for scrape in scrapes:
+        assert scrape.status_code == 200
+        # Whichever worker answers, the scrape adds up every request of the burst.
+        assert scraped(
+            scrape.text, "formation_http_requests_total", endpoint=endpoint, status="200"
+        ) == float(BURST), scrape.text[:2000] + gunicorn_log(tmp_path)

@@ -3,11 +3,11 @@ declare (``messages_app/sql/triggers.sql``, ``search_app/sql/triggers.sql``,
 ``search_app/sql/search_document.sql``): the migrations are history, the files are where a
 reader finds the current definitions.
 
-The files are run in a scratch schema, over bodiless copies of the project's tables, and what
-PostgreSQL then prints for each function (``pg_get_functiondef``; an aggregate's parts) and each
-trigger (``pg_get_triggerdef``) is compared with what it prints for the migrated ones, schema
-names aside. A function or trigger on one side only is a difference too. Everything is undone
-with the test's transaction.
+The files are run in a scratch schema (their ``@schema@`` naming it), over bodiless copies of
+the project's tables, and what PostgreSQL then prints for each function (``pg_get_functiondef``;
+an aggregate's parts) and each trigger (``pg_get_triggerdef``) is compared with what it prints
+for the migrated ones, schema names aside. A function or trigger on one side only is a
+difference too. Everything is undone with the test's transaction.
 
 Only the project's own objects are compared: functions that belong to no extension, and
 triggers on the models' tables whose function belongs to no extension. On Citus that leaves out
@@ -23,6 +23,7 @@ import re
 from django.apps import apps
 from django.db import connection
 
+from formation.sql import in_schema
 from tests.helpers import PROJECT_DIR
 
 SQL_FILES = sorted(PROJECT_DIR.glob("*/sql/*.sql"))
@@ -85,7 +86,7 @@ def differences(declarations: list[str]) -> dict[str, tuple[str | None, str | No
         # here instead of reaching the migrated tables.
         cursor.execute(f"SET LOCAL search_path = {SCRATCH}")
         for declaration in declarations:
-            cursor.execute(declaration)
+            cursor.execute(in_schema(declaration, SCRATCH))
     schemas = (SCRATCH, migrated_schema)
     declared = _definitions(SCRATCH, schemas)
     migrated = _definitions(migrated_schema, schemas)

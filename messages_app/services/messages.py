@@ -17,6 +17,7 @@ from formation.errors import InvalidArguments, NotFound
 from formation.sql import table
 from messages_app.lifecycle import erasure, holds
 from messages_app.limits import (
+    BULK_STATEMENT_CHARS,
     MAX_BULK_CHARS,
     MAX_BULK_MESSAGES,
     MAX_CLOCK_SKEW,
@@ -225,18 +226,38 @@ _INSERTED = (
 
 
 def _insert_messages(messages: Sequence[Message]) -> None:
-    """One ``INSERT`` for the whole batch (``formation.bulk_insert``).
+    """One ``INSERT`` (``formation.bulk_insert``) per ``BULK_STATEMENT_CHARS`` of content.
 
     Twelve array parameters instead of ``bulk_create``'s twelve per row: for 1,000 messages
     the SQL text and the parameter adaptation stop growing with the batch, and PostgreSQL parses
     one small statement. Constraints, foreign keys and the search-document triggers apply as to
-    any INSERT.
+    any INSERT. The statement-level triggers build every document of their INSERT inside it, so
+    a whole import in one statement took its whole cost under one statement timeout, and a busy
+    machine cancelled the largest; split, each part has the timeout to itself. The caller's
+    transaction keeps the parts one write: a part refused rolls back those before it.
     """
-    insert_rows(
-        table(Message),
-        _INSERTED,
-        [[getattr(message, column) for column, _ in _INSERTED] for message in messages],
-    )
+    for part in _statement_parts(messages, BULK_STATEMENT_CHARS):
+        insert_rows(
+            table(Message),
+            _INSERTED,
+            [[getattr(message, column) for column, _ in _INSERTED] for message in part],
+        )
+
+
+def _statement_parts(messages: Sequence[Message], max_chars: int) -> list[Sequence[Message]]:
+    """``messages`` in order, cut into consecutive runs of at most ``max_chars`` characters of
+    content (a longer message makes a run of its own); never an empty run."""
+    parts: list[Sequence[Message]] = []
+    start = chars = 0
+    for index, message in enumerate(messages):
+        length = len(message.content)
+        if index > start and chars + length > max_chars:
+            parts.append(messages[start:index])
+            start, chars = index, 0
+        chars += length
+    if start < len(messages):
+        parts.append(messages[start:])
+    return parts
 
 
 def _lineage_closure(

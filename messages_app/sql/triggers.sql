@@ -6,6 +6,11 @@
 -- file in a scratch schema and fails until the migrated database holds exactly what it declares
 -- (docs/design.md, "Invariants in the database").
 --
+-- @schema@ stands for the schema the migrations run in (formation.sql.in_schema puts it in):
+-- every function body names the schema of the tables and functions it uses, because
+-- pg_restore, autovacuum's ANALYZE and index maintenance run with an empty search_path, where an
+-- unqualified name is not found (docs/operations.md, "Backups").
+--
 -- The statement-level triggers copy what they need from their transition table into arrays
 -- first (a local query), then run one statement per workspace that names it: on Citus each is
 -- one shard, co-located with the row that fired the trigger (docs/citus.md).
@@ -17,7 +22,7 @@ CREATE OR REPLACE FUNCTION formation_lineage_needs_agent_message() RETURNS trigg
 LANGUAGE plpgsql AS $$
 BEGIN
     -- A message of another workspace is left to the composite foreign key to refuse.
-    IF EXISTS (SELECT 1 FROM messages_app_message
+    IF EXISTS (SELECT 1 FROM @schema@.messages_app_message
                WHERE workspace_id = NEW.workspace_id AND id = NEW.message_id
                  AND sender_agent_id IS NULL) THEN
         RAISE EXCEPTION 'only agent-authored messages carry lineage'
@@ -66,16 +71,17 @@ BEGIN
         SELECT workspace_id, array_agg(message_id), array_agg(source_id)
         FROM added_lineage GROUP BY workspace_id
     LOOP
-        INSERT INTO messages_app_messagelineageroom (workspace_id, message_id, conversation_id)
+        INSERT INTO @schema@.messages_app_messagelineageroom
+            (workspace_id, message_id, conversation_id)
         SELECT workspace, added.message_id, source.conversation_id
         FROM unnest(messages, sources) AS added(message_id, source_id)
-        JOIN messages_app_message AS source
+        JOIN @schema@.messages_app_message AS source
           ON source.workspace_id = workspace AND source.id = added.source_id
         WHERE source.workspace_id = workspace
         UNION
         SELECT workspace, added.message_id, inherited.conversation_id
         FROM unnest(messages, sources) AS added(message_id, source_id)
-        JOIN messages_app_messagelineageroom AS inherited
+        JOIN @schema@.messages_app_messagelineageroom AS inherited
           ON inherited.workspace_id = workspace AND inherited.message_id = added.source_id
         WHERE inherited.workspace_id = workspace
         ON CONFLICT (workspace_id, message_id, conversation_id) DO NOTHING;
@@ -106,7 +112,7 @@ BEGIN
               WHERE tool = 'search_history' GROUP BY workspace_id, run_id) AS spent
         GROUP BY workspace_id
     LOOP
-        UPDATE messages_app_run AS run
+        UPDATE @schema@.messages_app_run AS run
         SET history_evidence_count = history_evidence_count + sign * spent.n
         FROM unnest(runs, counts) AS spent(run_id, n)
         WHERE run.workspace_id = workspace AND run.id = spent.run_id;

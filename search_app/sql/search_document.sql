@@ -1,7 +1,14 @@
 -- The one definition of a search document, as the migrated database holds it (created by
 -- search_app/migrations/0005_search_documents_cjk_language.py, identifier parts added by
--- 0011_identifier_parts.py; the triggers in triggers.sql, the memories and the queries use it).
+-- 0011_identifier_parts.py, names qualified and parts found in linear time by
+-- 0012_search_path_safe_functions.py; the triggers in triggers.sql, the memories and the
+-- queries use it).
 -- tests/test_triggers.py holds the database to this file.
+--
+-- @schema@ stands for the schema the migrations run in (formation.sql.in_schema puts it in):
+-- every function body names the schema of the tables and functions it uses, because
+-- pg_restore, autovacuum's ANALYZE and index maintenance run with an empty search_path, where an
+-- unqualified name is not found (docs/operations.md, "Backups").
 --
 -- formation_search_document(config, text): the configuration's own lexemes; the parts of each
 -- identifier (docs/search.md, "Identifiers"); and for each run of Han, kana or Hangul
@@ -56,36 +63,64 @@ CREATE OR REPLACE FUNCTION formation_word_document(config regconfig, body text) 
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
 DECLARE
     words tsvector := to_tsvector(config, body);
+    camel jsonb;
     parts text;
 BEGIN
-    IF body !~ formation_identifier_class() THEN
+    IF body !~ @schema@.formation_identifier_class() THEN
         RETURN words;
     END IF;
-    SELECT string_agg(DISTINCT
-               '''' || replace(replace(part.lexeme, '\', '\\'), '''', '''''') || ''':'
+    -- Each distinct camelCase word (a run of letters and digits with a case change inside) and
+    -- its words are normalised together, in one to_tsvector call: the word itself at position 1
+    -- (the lexeme the document holds for it), its words after it (its parts). The parts are
+    -- kept by that lexeme in a jsonb object, which answers each look-up below by a binary
+    -- search: the cost stays linear in the text (joining the words' lexemes to the document's
+    -- was quadratic, 17 s for 40,000 characters of camelCase code).
+    SELECT jsonb_object_agg(camel_part.own, camel_part.parts)
+    INTO camel
+    FROM (SELECT split.own, to_jsonb(array_agg(part)) AS parts
+          FROM (SELECT DISTINCT run
+                FROM regexp_split_to_table(body, '[^[:alnum:]]+') AS run
+                WHERE run ~ '[a-z0-9][A-Z]|[A-Z][A-Z][a-z]') AS camel_word
+          CROSS JOIN LATERAL (
+              SELECT max(found.lexeme) FILTER (WHERE found.positions[1] = 1) AS own,
+                     array_agg(found.lexeme) FILTER (
+                         WHERE found.positions[array_length(found.positions, 1)] > 1) AS parts
+              FROM unnest(to_tsvector(
+                       config,
+                       camel_word.run || ' ' || regexp_replace(
+                           camel_word.run,
+                           '(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])', ' ', 'g')))
+                   AS found
+          ) AS split
+          CROSS JOIN LATERAL unnest(array_remove(split.parts, split.own)) AS part
+          WHERE split.own IS NOT NULL
+          GROUP BY split.own) AS camel_part;
+    -- Every identifier's parts, at each of its positions: a path's, host's or address's
+    -- segments and words (its punctuation blanked two ways, the second keeping dots), and a
+    -- camelCase word's words looked up above.
+    SELECT string_agg(
+               '''' || replace(replace(part, '\', '\\'), '''', '''''') || ''':'
                || position || 'C', ' ')
     INTO parts
     FROM (
         SELECT whole.lexeme, whole.positions,
-               regexp_replace(whole.lexeme, '[/\\@]+', ' ', 'g') || ' '
-               || regexp_replace(whole.lexeme, '[!-/:-@[-`{-~]+', ' ', 'g') AS pieces
+               tsvector_to_array(to_tsvector(
+                   config,
+                   translate(whole.lexeme, '/\@', '   ') || ' '
+                   || translate(whole.lexeme, '!"#$%&''()*+,-./:;<=>?@[\]^_`{|}~',
+                                repeat(' ', 32)))) AS lexemes
         FROM unnest(words) AS whole
         WHERE whole.lexeme ~ '[./\\@]|^[-+][0-9]'
           AND whole.lexeme !~ '^[-+]?[vV]?[0-9]+([.][0-9]+)+$'
         UNION ALL
         SELECT whole.lexeme, whole.positions,
-               regexp_replace(regexp_replace(camel.word, '([a-z0-9])([A-Z])', '\1 \2', 'g'),
-                              '([A-Z])([A-Z][a-z])', '\1 \2', 'g')
-        FROM (SELECT named.word, tsvector_to_array(to_tsvector(config, named.word)) AS lexemes
-              FROM (SELECT DISTINCT matched[1] AS word
-                    FROM regexp_matches(
-                             body, '([[:alnum:]]*(?:[a-z0-9][A-Z]|[A-Z][A-Z][a-z])[[:alnum:]]*)',
-                             'g') AS matched) AS named) AS camel
-        JOIN unnest(words) AS whole ON whole.lexeme = ANY (camel.lexemes)
+               ARRAY(SELECT jsonb_array_elements_text(camel -> whole.lexeme))
+        FROM unnest(words) AS whole
+        WHERE camel IS NOT NULL AND camel ? whole.lexeme
     ) AS identifier
+    CROSS JOIN LATERAL unnest(identifier.lexemes) AS part
     CROSS JOIN LATERAL unnest(identifier.positions) AS position
-    CROSS JOIN LATERAL unnest(to_tsvector(config, identifier.pieces)) AS part
-    WHERE part.lexeme <> identifier.lexeme;
+    WHERE part <> identifier.lexeme;
     IF parts IS NULL THEN
         RETURN words;
     END IF;
@@ -98,23 +133,23 @@ CREATE OR REPLACE FUNCTION formation_search_lexemes(
 ) RETURNS tsvector
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT CASE
-        WHEN body !~ formation_cjk_class() THEN
-            CASE WHEN identifier_parts AND body ~ formation_identifier_class()
-                 THEN formation_word_document(config, body)
+        WHEN body !~ @schema@.formation_cjk_class() THEN
+            CASE WHEN identifier_parts AND body ~ @schema@.formation_identifier_class()
+                 THEN @schema@.formation_word_document(config, body)
                  ELSE to_tsvector(config, body) END
         ELSE (
-            SELECT formation_tsvector_agg(
-                       plain || formation_cjk_grams(
+            SELECT @schema@.formation_tsvector_agg(
+                       plain || @schema@.formation_cjk_grams(
                            part[2], CASE WHEN n = 1 OR length(plain) > 0 THEN 1 ELSE 2 END)
                        ORDER BY n)
             FROM regexp_matches(
                      body,
-                     '([^' || substr(formation_cjk_class(), 2) || '*)('
-                         || formation_cjk_class() || '*)',
+                     '([^' || substr(@schema@.formation_cjk_class(), 2) || '*)('
+                         || @schema@.formation_cjk_class() || '*)',
                      'g') WITH ORDINALITY AS parts(part, n)
             CROSS JOIN LATERAL (
-                SELECT CASE WHEN identifier_parts AND part[1] ~ formation_identifier_class()
-                            THEN formation_word_document(config, part[1])
+                SELECT CASE WHEN identifier_parts AND part[1] ~ @schema@.formation_identifier_class()
+                            THEN @schema@.formation_word_document(config, part[1])
                             ELSE to_tsvector(config, part[1]) END AS plain
             ) AS words)
     END
@@ -122,7 +157,7 @@ $$;
 
 CREATE OR REPLACE FUNCTION formation_search_document(config regconfig, body text) RETURNS tsvector
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT formation_search_lexemes(config, body, true)
+    SELECT @schema@.formation_search_lexemes(config, body, true)
 $$;
 
 -- The text ts_headline reads for highlights: CJK characters and ASCII punctuation blanked one
@@ -131,8 +166,8 @@ $$;
 CREATE OR REPLACE FUNCTION formation_search_masked(body text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT regexp_replace(
-               CASE WHEN body ~ formation_cjk_class()
-                    THEN regexp_replace(body, formation_cjk_class(), ' ', 'g') ELSE body END,
+               CASE WHEN body ~ @schema@.formation_cjk_class()
+                    THEN regexp_replace(body, @schema@.formation_cjk_class(), ' ', 'g') ELSE body END,
                '[!-/:-@[-`{-~]', ' ', 'g')
 $$;
 
@@ -158,5 +193,5 @@ $$;
 
 CREATE OR REPLACE FUNCTION formation_search_bucket(workspace uuid, at timestamptz) RETURNS bigint
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT formation_search_bucket_key(workspace, formation_search_bucket_number(at))
+    SELECT @schema@.formation_search_bucket_key(workspace, @schema@.formation_search_bucket_number(at))
 $$;

@@ -7,6 +7,11 @@
 -- file in a scratch schema and fails until the migrated database holds exactly what it declares
 -- (docs/design.md, "Invariants in the database").
 --
+-- @schema@ stands for the schema the migrations run in (formation.sql.in_schema puts it in):
+-- every function body names the schema of the tables and functions it uses, because
+-- pg_restore, autovacuum's ANALYZE and index maintenance run with an empty search_path, where an
+-- unqualified name is not found (docs/operations.md, "Backups").
+--
 -- Statement-level triggers with transition tables: a bulk import of 5,000 messages costs one
 -- extra INSERT ... SELECT, not 5,000 trigger calls. Each copies what it needs from its
 -- transition table into arrays first (a local query), then runs one statement per workspace
@@ -37,13 +42,13 @@ BEGIN
         GROUP BY n.workspace_id
     LOOP
         SELECT w.language::regconfig INTO config
-        FROM messages_app_workspace AS w WHERE w.id = workspace;
-        INSERT INTO message_search_documents
+        FROM @schema@.messages_app_workspace AS w WHERE w.id = workspace;
+        INSERT INTO @schema@.message_search_documents
             (message_id, workspace_id, conversation_id, created_at,
              sender_account_id, sender_agent_id, document)
         SELECT n.id, workspace, n.conversation_id, n.created_at,
                n.sender_account_id, n.sender_agent_id,
-               formation_search_document(config, n.content)
+               @schema@.formation_search_document(config, n.content)
         FROM unnest(ids, conversations, created, accounts, agents, contents)
             AS n(id, conversation_id, created_at, sender_account_id, sender_agent_id, content);
     END LOOP;
@@ -83,22 +88,22 @@ BEGIN
         GROUP BY n.workspace_id
     LOOP
         IF deleted IS NOT NULL THEN
-            DELETE FROM message_search_documents
+            DELETE FROM @schema@.message_search_documents
             WHERE workspace_id = workspace AND message_id = ANY (deleted);
         END IF;
         IF changed IS NOT NULL THEN
             SELECT w.language::regconfig INTO config
-        FROM messages_app_workspace AS w WHERE w.id = workspace;
-            INSERT INTO message_search_documents
+        FROM @schema@.messages_app_workspace AS w WHERE w.id = workspace;
+            INSERT INTO @schema@.message_search_documents
                 (message_id, workspace_id, conversation_id, created_at,
                  sender_account_id, sender_agent_id, document, lineage_rooms)
             SELECT m.id, m.workspace_id, m.conversation_id, m.created_at,
                    m.sender_account_id, m.sender_agent_id,
-                   formation_search_document(config, m.content),
+                   @schema@.formation_search_document(config, m.content),
                    (SELECT array_agg(inherited.conversation_id ORDER BY inherited.conversation_id)
-               FROM messages_app_messagelineageroom AS inherited
+               FROM @schema@.messages_app_messagelineageroom AS inherited
                WHERE inherited.workspace_id = workspace AND inherited.message_id = m.id)
-            FROM messages_app_message AS m
+            FROM @schema@.messages_app_message AS m
             WHERE m.workspace_id = workspace AND m.id = ANY (changed)
             ON CONFLICT (workspace_id, message_id) DO UPDATE
                 SET conversation_id = EXCLUDED.conversation_id,
@@ -130,9 +135,9 @@ BEGIN
     FOR workspace, messages IN
         SELECT workspace_id, array_agg(DISTINCT message_id) FROM added_rooms GROUP BY workspace_id
     LOOP
-        UPDATE message_search_documents AS d
+        UPDATE @schema@.message_search_documents AS d
         SET lineage_rooms = (SELECT array_agg(inherited.conversation_id ORDER BY inherited.conversation_id)
-               FROM messages_app_messagelineageroom AS inherited
+               FROM @schema@.messages_app_messagelineageroom AS inherited
                WHERE inherited.workspace_id = workspace AND inherited.message_id = d.message_id)
         WHERE d.workspace_id = workspace AND d.message_id = ANY (messages);
     END LOOP;

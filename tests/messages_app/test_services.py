@@ -7,9 +7,10 @@ import hashlib
 import uuid
 
 import pytest
-from django.db import IntegrityError, connection
+from django.db import IntegrityError, OperationalError, connection
 from django.db.models import Model
 
+from formation.db_timeouts import api_statement_timeout
 from formation.errors import InvalidArguments, NotFound
 from messages_app import limits, services
 from messages_app.models import (
@@ -21,6 +22,7 @@ from messages_app.models import (
     MessageLineage,
     TokenKind,
 )
+from messages_app.services import messages as message_services
 from search_app.runs.services import run_create
 from tests import factories
 
@@ -174,6 +176,129 @@ def test_messages_create_rolls_back_when_the_database_refuses_a_row(world):
         services.messages_create(conversation=world.private, drafts=drafts)
     assert not Message.objects.filter(conversation=world.private).exists()
     assert last_seq(world.private) == 0
+
+
+def statements_that_wrote(conversation: Conversation) -> list[tuple[int, int, int, int]]:
+    """(rows, characters, first seq, last seq) per statement that inserted the conversation's
+    messages, in the order they ran: rows written by one statement share its command id
+    (``cmin``) within the transaction."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*), sum(length(content)), min(seq), max(seq) "
+            "FROM messages_app_message WHERE conversation_id = %s "
+            "GROUP BY cmin::text::bigint ORDER BY cmin::text::bigint",
+            [conversation.pk],
+        )
+        return cursor.fetchall()
+
+
+def test_messages_create_splits_an_import_at_the_limit_into_bounded_statements(world):
+    """1,000 messages of 5,000 characters (MAX_BULK_CHARS): each INSERT, and the search
+    documents its triggers build, takes at most BULK_STATEMENT_CHARS, so no one statement
+    holds the whole import's cost under the statement timeout; the parts keep the seq order."""
+    drafts = [
+        draft(world.alice, (f"sample line {n} of the import " * 200)[:5_000]) for n in range(1_000)
+    ]
+    assert sum(len(d.content) for d in drafts) == limits.MAX_BULK_CHARS
+    created = services.messages_create(conversation=world.private, drafts=drafts)
+
+    assert [m.seq for m in created] == list(range(1, 1_001))
+    parts = statements_that_wrote(world.private)
+    assert len(parts) == limits.MAX_BULK_CHARS // limits.BULK_STATEMENT_CHARS
+    assert all(chars <= limits.BULK_STATEMENT_CHARS for _, chars, _, _ in parts), parts
+    assert sum(rows for rows, _, _, _ in parts) == 1_000
+    # Consecutive runs of the batch, in order.
+    assert [first for _, _, first, _ in parts] == [1] + [last + 1 for *_, last in parts[:-1]]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM message_search_documents WHERE conversation_id = %s",
+            [world.private.pk],
+        )
+        assert cursor.fetchone()[0] == 1_000
+
+
+def test_messages_create_cuts_statements_by_characters_and_never_splits_a_message(
+    world, monkeypatch
+):
+    monkeypatch.setattr(message_services, "BULK_STATEMENT_CHARS", 10)
+    sizes = [4, 4, 2, 1, 12, 3, 7, 10, 1]
+    services.messages_create(
+        conversation=world.private, drafts=[draft(world.alice, "x" * size) for size in sizes]
+    )
+    assert statements_that_wrote(world.private) == [
+        (3, 10, 1, 3),
+        (1, 1, 4, 4),
+        (1, 12, 5, 5),
+        (2, 10, 6, 7),
+        (1, 10, 8, 8),
+        (1, 1, 9, 9),
+    ]
+
+
+def stall_the_import_statement_holding(
+    conversation: Conversation, content: str, *, rows: int, stored: int
+) -> None:
+    """Make the INSERT that carries ``content`` stall in the database (so the statement timeout
+    cancels it), if, and only if, it carries ``rows`` rows and ``stored`` messages of
+    ``conversation`` exist when it ends (those of the parts before it included); otherwise fail
+    loudly. Test transaction only."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            CREATE FUNCTION test_stall_import() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF EXISTS (SELECT 1 FROM added WHERE content = '{content}') THEN
+                    IF (SELECT count(*) FROM added) = {rows}
+                       AND (SELECT count(*) FROM messages_app_message
+                            WHERE conversation_id = '{conversation.pk}') = {stored} THEN
+                        PERFORM pg_sleep(5);
+                    ELSE
+                        RAISE EXCEPTION 'the import was not split as expected';
+                    END IF;
+                END IF;
+                RETURN NULL;
+            END $$
+            """
+        )
+        cursor.execute(
+            "CREATE TRIGGER test_stall_import AFTER INSERT ON messages_app_message "
+            "REFERENCING NEW TABLE AS added "
+            "FOR EACH STATEMENT EXECUTE FUNCTION test_stall_import()"
+        )
+
+
+def search_documents_of(conversation: Conversation) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM message_search_documents WHERE conversation_id = %s",
+            [conversation.pk],
+        )
+        return cursor.fetchone()[0]
+
+
+def test_an_import_cancelled_in_its_third_statement_stores_nothing(world, monkeypatch):
+    """The parts are one transaction: the first two are written (and their documents built)
+    when the third runs past the statement timeout, and none of them stays."""
+    source = factories.post(world.private, world.alice, "already here")
+    monkeypatch.setattr(message_services, "BULK_STATEMENT_CHARS", 20)
+    drafts = [
+        draft(world.alice, "line one.."),
+        draft(world.agent, "line two..", lineage=[source.id]),
+        draft(world.alice, "line three"),
+        draft(world.alice, "line four."),
+        draft(world.alice, "stall here"),
+        draft(world.alice, "line six.."),
+    ]
+    stall_the_import_statement_holding(world.private, "stall here", rows=2, stored=7)
+    with api_statement_timeout(1_000), pytest.raises(OperationalError):
+        services.messages_create(conversation=world.private, drafts=drafts)
+
+    assert list(Message.objects.filter(conversation=world.private)) == [source]
+    assert search_documents_of(world.private) == 1
+    assert not MessageLineage.objects.exists()
+    world.private.refresh_from_db()
+    assert (world.private.last_seq, world.private.live_message_count) == (1, 1)
+    assert factories.post(world.private, world.alice).seq == 2
 
 
 def test_message_create_stores_lineage(world):
