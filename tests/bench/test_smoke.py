@@ -42,7 +42,7 @@ from tests.helpers import PROJECT_DIR, child_environment
 BENCH = PROJECT_DIR / "bench"
 RELEVANCE_SET = Path(__file__).with_name("relevance_set.json")
 # Scripts at once: most of a smoke run is starting processes and waiting on them.
-WORKERS = 3
+WORKERS = 4
 # What the scripts' production settings need; the test settings' own values are dropped.
 SCRIPT_ENV = {
     "DJANGO_SETTINGS_MODULE": "formation.settings",
@@ -100,6 +100,14 @@ SCRIPTS: dict[str, Script] = {
         ),
         prints="| search_history |",
     ),
+    "bulk_import_limit_under_load": Script(
+        (
+            "bulk_import_limit.py",
+            *("--under-load", "20x200", "--repeat", "1", "--concurrency", "2"),
+            *("--warmup", "1", "--port", "{port}"),
+        ),
+        prints="| ingest |",
+    ),
     "flood": Script(
         ("flood.py", "--seed", "1", "--messages", "50", "--rounds", "1"), "eligible noise:"
     ),
@@ -148,13 +156,17 @@ SCRIPTS: dict[str, Script] = {
         ("history_statements.py", "--seed", "1", "--calls", "1", "--explain", "1"),
         prints="statements",
     ),
+    "storing_cost": Script(
+        ("storing_cost.py", "--rounds", "1", "--sizes", "2000", "--previous-up-to", "2000"),
+        prints="camelCase",
+    ),
     "identifier_indexing": Script(
         ("identifier_indexing.py", "--rows", "20"), prints="five identifiers"
     ),
 }
 # Modules of bench/ that are no script of their own, and the runs above that import them.
 LIBRARIES = {
-    "django_setup.py": ("answer_size", "broad_matches", "ranking_latency", "history_ab"),
+    "django_setup.py": ("answer_size", "broad_matches", "ranking_latency", "storing_cost"),
     "http_floor.py": ("benchmark", "serving"),
     "relevance_core.py": ("relevance", "relevance_pooled"),
     "search_corpus.sql": ("explain_search_history",),
