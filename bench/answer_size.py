@@ -1,17 +1,19 @@
 """How many bytes a search_history answer takes when its hits or neighbours are long messages,
 over REST and over MCP (docs/mcp.md, "Long texts").
 
-    DATABASE_URL=postgresql://…/formation_answer_size .venv/bin/python bench/answer_size.py
+    DATABASE_URL=postgresql://…/formation_answer_size .venv/bin/python bench/answer_size.py \
+        [--long 90000]
 
 Migrates the named database (it writes to it: name one of its own), loads synthetic rooms and
 calls the tools as a run token would, through ``formation.tools.call_tool`` (what REST answers)
 and through the MCP server's result and JSON-RPC envelope (what ``/mcp`` answers). Runs on code
 without ``maxTextLength`` too (it prints "n/a" for what that code cannot do), for a before and
-after.
+after. ``--long`` is the length of a long message (the smoke test's is a few thousand).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -23,6 +25,8 @@ sys.path.insert(0, str(ROOT))
 from bench.django_setup import setup_django  # noqa: E402
 
 LONG = 90_000
+# The maxTextLength the long messages are compared with.
+BOUND = 1_000
 NEEDLE = "zanzibarquux"
 
 
@@ -100,6 +104,16 @@ def mcp_bytes(token: str, arguments: dict[str, Any]) -> int:
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--long",
+        type=int,
+        default=LONG,
+        help=f"characters of a long message (default {LONG:,}; more than {BOUND:,})",
+    )
+    long = parser.parse_args().long
+    if long <= BOUND:
+        parser.error(f"--long must be more than {BOUND:,}")
     setup_django("Set DATABASE_URL to a database of this benchmark's own.")
     from django.core.management import call_command
 
@@ -107,13 +121,13 @@ def main() -> int:
     from uuid import uuid4
 
     tag = uuid4().hex[:6]
-    one_long_hit = room_with(f"long-hit-{tag}", [(1, with_needle(LONG, 45_000))])
+    one_long_hit = room_with(f"long-hit-{tag}", [(1, with_needle(long, long // 2))])
     long_neighbours = room_with(
         f"long-neighbours-{tag}",
-        [(1, filler(LONG, "before")), (0, f"short {NEEDLE}"), (1, filler(LONG, "after"))],
+        [(1, filler(long, "before")), (0, f"short {NEEDLE}"), (1, filler(long, "after"))],
     )
     eight_long_hits = room_with(
-        f"eight-long-{tag}", [(1, with_needle(LONG, 5_000 * turn)) for turn in range(8)]
+        f"eight-long-{tag}", [(1, with_needle(long, long // 18 * turn)) for turn in range(8)]
     )
     eight_between_long = room_with(
         f"eight-between-{tag}",
@@ -121,9 +135,9 @@ def main() -> int:
             turn
             for number in range(8)
             for turn in (
-                (1, filler(LONG, f"before{number}")),
+                (1, filler(long, f"before{number}")),
                 (0, f"short {NEEDLE} {number}"),
-                (1, filler(LONG, f"after{number}")),
+                (1, filler(long, f"after{number}")),
             )
         ],
     )
@@ -142,37 +156,39 @@ def main() -> int:
             ],
         )
 
-    twenty_long, twenty_bound = twenty(LONG), twenty(1_000)
+    twenty_long, twenty_bound = twenty(long), twenty(BOUND)
     query = {"query": NEEDLE}
+    chars = f"{long:,}"
     rows = [
-        ("REST, one hit of 90,000 characters", rest_bytes(one_long_hit, query)),
+        (f"REST, one hit of {chars} characters", rest_bytes(one_long_hit, query)),
         (
-            "REST, one short hit beside 90,000-character neighbours",
+            f"REST, one short hit beside {chars}-character neighbours",
             rest_bytes(long_neighbours, query),
         ),
-        ("MCP, one hit of 90,000 characters", mcp_bytes(one_long_hit, query)),
+        (f"MCP, one hit of {chars} characters", mcp_bytes(one_long_hit, query)),
         (
-            "MCP, one short hit between 90,000-character neighbours",
+            f"MCP, one short hit between {chars}-character neighbours",
             mcp_bytes(long_neighbours, query),
         ),
-        ("MCP, 8 hits of 90,000 characters", mcp_bytes(eight_long_hits, query)),
+        (f"MCP, 8 hits of {chars} characters", mcp_bytes(eight_long_hits, query)),
         (
-            "MCP, 8 short hits between 90,000-character neighbours",
+            f"MCP, 8 short hits between {chars}-character neighbours",
             mcp_bytes(eight_between_long, query),
         ),
     ]
-    bounded = {"query": NEEDLE, "limit": 20, "maxTextLength": 1_000}
+    bounded = {"query": NEEDLE, "limit": 20, "maxTextLength": BOUND}
     over_long, over_bound = rest_bytes(twenty_long, bounded), rest_bytes(twenty_bound, bounded)
     rows += [
-        ("REST maxTextLength 1000, 20 hits + neighbours of 90,000 characters", over_long),
-        ("REST maxTextLength 1000, 20 hits + neighbours of 1,000 characters", over_bound),
+        (f"REST maxTextLength {BOUND}, 20 hits + neighbours of {chars} characters", over_long),
+        (f"REST maxTextLength {BOUND}, 20 hits + neighbours of {BOUND:,} characters", over_bound),
     ]
     print("| answer | bytes |\n|---|--:|")
     for name, size in rows:
         print(f"| {name} | {'n/a' if size is None else f'{size:,}'} |")
     if over_long and over_bound:
         print(
-            f"\nratio, 90,000-character messages over bound-long ones: {over_long / over_bound:.3f}"
+            f"\nratio, {chars}-character messages over bound-long ones: "
+            f"{over_long / over_bound:.3f}"
         )
     return 0
 

@@ -282,6 +282,9 @@ class Api:
             response = self.http.getresponse()
         return checked(method, path, response.status, response.read())
 
+    def close(self) -> None:
+        self.http.close()
+
 
 class InProcess:
     """The WSGI application gunicorn serves, called in this process: Django's handler, every
@@ -918,14 +921,15 @@ def benchmark(args: argparse.Namespace) -> tuple[list[Row], dict[str, object]]:
     rss_start = server.worker_rss_mib()
     floor_server: HttpFloorGunicorn | None = None
     rows: list[Row] = []
+    clients: list[Api] = []
     try:
         floor_port = free_port()
         floor_server = HttpFloorGunicorn(port=floor_port, log=floor_log)
-        client = Api(args.port)
+        clients = [Api(args.port), Api(floor_port)]
         harness = Harness(
-            http=client,
+            http=clients[0],
             local=InProcess(local_log),
-            http_floor=Api(floor_port),
+            http_floor=clients[1],
             meter=meter,
             n=n,
             warm=warm,
@@ -1061,6 +1065,10 @@ def benchmark(args: argparse.Namespace) -> tuple[list[Row], dict[str, object]]:
             rows.append(bulk_ingest(harness, raw, scene, words, rng, args))
         rss_end = server.worker_rss_mib()
     finally:
+        # Kept-alive connections left open would hold gunicorn's graceful stop for its
+        # graceful_timeout (30 s).
+        for client in clients:
+            client.close()
         if floor_server is not None:
             floor_server.stop()
         server.stop()

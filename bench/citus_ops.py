@@ -72,7 +72,8 @@ class Answer:
     code: str | None
 
 
-def main() -> int:
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line (tests/bench/test_smoke.py parses one: this script needs Citus)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--workspaces", type=int, default=8)
@@ -87,8 +88,11 @@ def main() -> int:
     )
     parser.add_argument("--port", type=int, default=8767)
     parser.add_argument("--output", type=Path)
-    args = parser.parse_args()
+    return parser.parse_args(argv)
 
+
+def main() -> int:
+    args = arguments()
     nodes = [cluster.coordinator(), *cluster.registered_workers()]
     for node in nodes:
         with cluster._connect(node) as connection:

@@ -1,6 +1,7 @@
 """Faults under load: PostgreSQL restarted, a gunicorn worker killed, a bulk import cut short.
 
-    .venv/bin/python bench/faults.py [--messages 100000] [--concurrency 16] [--output FILE]
+    .venv/bin/python bench/faults.py [--messages 100000] [--concurrency 16] [--output FILE] \
+        [--smoke]
 
 Needs no DATABASE_URL: it makes its own PostgreSQL cluster in a temporary folder (so restarting
 it disturbs nothing else), loads ``generate_corpus`` into it, and serves it with gunicorn in the
@@ -18,7 +19,10 @@ production configuration. The load is ``bench/load.py``'s mix. Then, in order:
 4. **Drift**: ``rebuild_search_documents --check`` must find nothing to fix, and every run's
    search_history evidence must equal the budget its last audit event recorded.
 
-Prints what happened in each phase and exits non-zero if any expectation failed.
+Prints what happened in each phase and exits non-zero if any expectation failed. ``--smoke``
+shortens the phases around the faults to a few seconds each (40, 15 and 10 s otherwise) and
+draws the mix from 50 messages (2,000 otherwise), for the smoke run of
+tests/bench/test_smoke.py: it shows that the script works, not that the service does.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -48,6 +53,21 @@ import psycopg  # noqa: E402
 from formation import embedded_postgres as pg  # noqa: E402
 
 PORT = 55441
+
+
+@dataclass(frozen=True)
+class Phases:
+    """Seconds of the mix around each fault, and how far into its phase the fault comes."""
+
+    lead: float = 5
+    restart: float = 40
+    kill: float = 15
+    after: float = 10
+    # Message ids and anchors the mix draws from (bench/load.py's make_plan).
+    samples: int = 2000
+
+
+SMOKE = Phases(lead=1, restart=10, kill=3, after=2, samples=50)
 
 
 class PrivateCluster:
@@ -110,7 +130,9 @@ def main() -> int:
     parser.add_argument("--bulks", type=int, default=4)
     parser.add_argument("--port", type=int, default=8766)
     parser.add_argument("--output", type=Path)
+    parser.add_argument("--smoke", action="store_true", help="phases of a few seconds")
     args = parser.parse_args()
+    args.phases = SMOKE if args.smoke else Phases()
 
     cluster = PrivateCluster(Path(tempfile.mkdtemp(prefix="formation-faults-")))
     try:
@@ -136,9 +158,13 @@ def run_faults(cluster: PrivateCluster, args: argparse.Namespace) -> int:
     call_command("generate_corpus", messages=args.messages, seed=1, stdout=io.StringIO())
     rng = random.Random(1)
     # Every search_history of the phases below needs budget left (a spent run answers 429,
-    # an error here): the steady phase and 65 s of faults at up to 250 requests per second.
-    searches = (args.steady + 65) * 250 * load.MIX["search_history"] / 100
-    plan = load.make_plan(1, rng, runs=int(searches / load.SEARCHES_PER_RUN) + 100)
+    # an error here): every phase's seconds at up to 250 requests per second.
+    phases = args.phases
+    seconds = args.steady + phases.restart + phases.kill + phases.after
+    searches = seconds * 250 * load.MIX["search_history"] / 100
+    plan = load.make_plan(
+        1, rng, runs=int(searches / load.SEARCHES_PER_RUN) + 100, samples=phases.samples
+    )
     timeout_s = settings.API_STATEMENT_TIMEOUT_MS / 1000
     failures: list[str] = []
     lines: list[str] = []
@@ -313,7 +339,7 @@ def restart_under_load(cluster, server, plan, args) -> dict:
     def fault() -> None:
         """Restart the moment a bulk import's INSERT is running (seen in pg_stat_activity; the
         load's single messages take the same statement for a millisecond or two)."""
-        time.sleep(5)
+        time.sleep(args.phases.lead)
         senders = [threading.Thread(target=send_bulk, args=(i,)) for i in range(args.bulks)]
         for sender in senders:
             sender.start()
@@ -340,7 +366,7 @@ def restart_under_load(cluster, server, plan, args) -> dict:
         load.run_load(
             args.port,
             plan,
-            duration=40,
+            duration=args.phases.restart,
             concurrency=args.concurrency,
             seed=2,
             on_outcome=on_outcome,
@@ -367,7 +393,7 @@ def kill_worker_under_load(server, plan, args) -> dict:
     result: dict = {"pid": victim}
 
     def fault() -> None:
-        time.sleep(5)
+        time.sleep(args.phases.lead)
         os.kill(victim, signal.SIGKILL)
         killed_at = time.monotonic()
         while time.monotonic() - killed_at < 30:
@@ -381,14 +407,18 @@ def kill_worker_under_load(server, plan, args) -> dict:
     faulter = threading.Thread(target=fault)
     faulter.start()
     result["recorder"] = asyncio.run(
-        load.run_load(args.port, plan, duration=15, concurrency=args.concurrency, seed=3)
+        load.run_load(
+            args.port, plan, duration=args.phases.kill, concurrency=args.concurrency, seed=3
+        )
     )
     faulter.join()
     result["replaced"] = "new_pids" in result
     result.setdefault("new_pids", [])
     result.setdefault("replace_seconds", float("nan"))
     result["after"] = asyncio.run(
-        load.run_load(args.port, plan, duration=10, concurrency=args.concurrency, seed=4)
+        load.run_load(
+            args.port, plan, duration=args.phases.after, concurrency=args.concurrency, seed=4
+        )
     )
     return result
 

@@ -120,6 +120,8 @@ def main() -> None:
         return
     if not args.before:
         parser.error("--before is required")
+    if args.calls < 2:
+        parser.error("--calls must be at least 2 (a p95 needs two)")
     sides = [Side(args.before, exported(args.before), args.seed), Side("after", ROOT, args.seed)]
     try:
         print(f"before {args.before}, after: the working tree; {args.calls} calls per band")

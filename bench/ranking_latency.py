@@ -1,18 +1,23 @@
-"""The hits statement of an earlier commit against today's, interleaved, on the synthetic corpus.
+"""The search_history statement of an earlier commit against today's, interleaved, on the corpus.
 
     DATABASE_URL=postgresql://... .venv/bin/python bench/ranking_latency.py --seed 1 \
-        --before 9c9c008 [--requests 30]
+        --before b5a3d2c [--requests 30]
 
-A ranking change is judged by what it costs where it runs: this times search_history's hits
-statement (``search_app.history.statement.hits_statement``, every perspective rule, neighbours,
-exclusion counts) as ``--before`` wrote it and as the working tree writes it, for the corpus's busy
-agent from a run in its busiest private room, on the frequency bands of ``bench/benchmark.py``
-(rare, mid and common terms). Each side runs as the product runs it: ``--before`` bound on the
-client as Django binds every statement (planned on every call), today's both that way and prepared
-(``formation/prepared.py``: planned per connection). The three run in turn (the order rotates),
-after untimed warm-ups, so the machine's drift falls on all; it prints each one's p50 and p95 and
-the median of the pairwise ratios to ``--before``. The scope is read once, outside the timing, as
-the benchmark's perspective floor does.
+A ranking change is judged by what it costs where it runs: this times search_history's statement
+(``search_app.history.statement.hits_statement``: the run's lock and scope, every perspective
+rule, ranking, neighbours, evidence and the audit event) as ``--before`` wrote it and as the
+working tree writes it, for the corpus's busy agent from runs in its busiest private room, on the
+frequency bands of ``bench/benchmark.py`` (rare, mid and common terms). Each side runs as the
+product runs it: ``--before`` bound on the client as Django binds every statement (planned on
+every call), today's both that way and prepared (``formation/prepared.py``: planned per
+connection). The three run in turn (the order rotates), after untimed warm-ups, so the machine's
+drift falls on all; it prints each one's p50 and p95 and the median of the pairwise ratios to
+``--before``. The statement writes (evidence, an audit row with its own id) and spends its run's
+budget, so every call is a fresh run with its own statement, both made outside the timing.
+``--before`` must be a commit whose ``hits_statement`` takes a run's ``Perspective`` and writes
+its own audit event (12e2859, search_history as one statement, or later); whole calls of any
+earlier commit are ``bench/history_ab.py``'s. Writes runs, evidence and audit rows: use a
+database made for benchmarks.
 """
 
 from __future__ import annotations
@@ -94,7 +99,8 @@ def module_at(ref: str):
 
 
 def scene(seed: int):
-    """The busy agent's run in its busiest private room with a current reader."""
+    """The busy agent's busiest private room with a current reader: its workspace, and a
+    function that opens a fresh run there and returns its perspective (scope included)."""
     workspace = Workspace.objects.get(slug=workspace_slug(seed, 0))
     agent = Agent.objects.get(workspace=workspace, name=BUSY_AGENT_NAME)
     current = Membership.objects.filter(agent=agent, left_at__isnull=True).values("conversation_id")
@@ -107,17 +113,21 @@ def scene(seed: int):
             .first()
         )
         if reader is not None:
-            run, _ = run_create(
-                workspace_id=workspace.id,
-                agent_id=agent.id,
-                conversation_id=room.id,
-                requester_id=reader,
-                current_message_id=None,
-                recent_message_ids=[],
-                tool_scope="membership",
-            )
-            scope, _ = run_scope(workspace_id=workspace.id, run_id=run.id, lock=None)
-            return workspace, scope
+
+            def fresh_run(room=room, reader=reader):
+                run, _ = run_create(
+                    workspace_id=workspace.id,
+                    agent_id=agent.id,
+                    conversation_id=room.id,
+                    requester_id=reader,
+                    current_message_id=None,
+                    recent_message_ids=[],
+                    tool_scope="membership",
+                )
+                perspective, _ = run_scope(workspace_id=workspace.id, run_id=run.id, lock=None)
+                return perspective
+
+            return workspace, fresh_run
     sys.exit("The busy agent has no private room with a current reader.")
 
 
@@ -167,7 +177,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     args = parser.parse_args()
     before = module_at(args.before)
-    workspace, scope = scene(args.seed)
+    workspace, fresh_run = scene(args.seed)
     words = corpus_vocabulary(args.seed)
     url = os.environ["DATABASE_URL"]
     runners = {
@@ -177,29 +187,36 @@ def main() -> None:
     }
     print(
         f"before {args.before} (client-bound), after: the working tree, client-bound and "
-        f"prepared; {args.requests} rounds per band"
+        f"prepared; {args.requests} rounds per band, a fresh run per call"
     )
     print(
         f"{'band':<8} {'before p50':>11} {'after p50':>10} {'prepared p50':>13} "
         f"{'before p95':>11} {'prepared p95':>13} {'after/before':>13} {'prepared/before':>16}"
     )
+    # Past the five custom plans after which a prepared statement may go generic.
+    warmup = max(args.warmup, 6)
     for band, ranks in BANDS.items():
         text = " ".join(words[rank - 1] for rank in ranks)
         query = parse_query(text, workspace_id=workspace.id)
-        now = timezone.now()
-        statements = {
-            name: module.hits_statement(scope, query, HistoryFilters(), limit=LIMIT, now=now)
+
+        # One statement per call, each for a run of its own (with its own audit id).
+        calls = {
+            name: [
+                module.hits_statement(
+                    fresh_run(), query, HistoryFilters(), limit=LIMIT, now=timezone.now()
+                )
+                for _ in range(warmup + args.requests)
+            ]
             for name, (module, _) in runners.items()
         }
-        # Past the five custom plans after which a prepared statement may go generic.
-        for _ in range(max(args.warmup, 6)):
+        for i in range(warmup):
             for name, (_, run) in runners.items():
-                timed_ms(run, *statements[name])
+                timed_ms(run, *calls[name][i])
         times: dict[str, list[float]] = {name: [] for name in runners}
         names = list(runners)
         for i in range(args.requests):
             for name in names[i % 3 :] + names[: i % 3]:
-                times[name].append(timed_ms(runners[name][1], *statements[name]))
+                times[name].append(timed_ms(runners[name][1], *calls[name][warmup + i]))
 
         print(
             f"{band:<8} {statistics.median(times['before']):>11.1f} "

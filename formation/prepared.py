@@ -86,7 +86,13 @@ def fetch_all(sql: str, params: Mapping[str, Any]) -> list[Any]:
     raw = connection.connection
     text, names = positional(sql)
     preparing = _PreparingCursor(raw, row_factory=namedtuple_row)
-    with raw.pipeline(), connection.make_cursor(preparing) as cursor:
+    # Errors of the pipeline and the SET LOCAL, outside Django's cursor, become Django's too
+    # (a connection lost to a restart is then 503 unavailable, as for any other statement).
+    with (
+        connection.wrap_database_errors,
+        raw.pipeline(),
+        connection.make_cursor(preparing) as cursor,
+    ):
         raw.execute(GENERIC_PLANS)
         cursor.execute(text, [params[name] for name in names])
         return cursor.fetchall()
