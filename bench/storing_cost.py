@@ -124,6 +124,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     os.environ.setdefault("ALLOWED_HOSTS", "testserver")  # the API in process
+    os.environ.setdefault("LOG_LEVEL", "WARNING")  # no line per stored message
     setup_django("Set DATABASE_URL to a migrated database (nothing it writes is kept).")
 
     from django.db import transaction

@@ -71,20 +71,22 @@ BEGIN
     END IF;
     -- Each distinct camelCase word (a run of letters and digits with a case change inside) and
     -- its words are normalised together, in one to_tsvector call: the word itself at position 1
-    -- (the lexeme the document holds for it), its words after it (its parts). The parts are
-    -- kept by that lexeme in a jsonb object, which answers each look-up below by a binary
-    -- search: the cost stays linear in the text (joining the words' lexemes to the document's
-    -- was quadratic, 17 s for 40,000 characters of camelCase code).
+    -- (the lexeme the document holds for it), its words after it (its parts). Its parts are kept
+    -- as tsvector text with @ for their positions ('get':@ 'user':@), by that lexeme, in a jsonb
+    -- object, which answers each look-up below by a binary search: the cost stays linear in the
+    -- text (joining the words' lexemes to the document's was quadratic, 17 s for 40,000
+    -- characters of camelCase code).
     SELECT jsonb_object_agg(camel_part.own, camel_part.parts)
     INTO camel
-    FROM (SELECT split.own, to_jsonb(array_agg(part)) AS parts
-          FROM (SELECT DISTINCT run
-                FROM regexp_split_to_table(body, '[^[:alnum:]]+') AS run
-                WHERE run ~ '[a-z0-9][A-Z]|[A-Z][A-Z][a-z]') AS camel_word
+    FROM (SELECT own, string_agg(split.parts, ' ') AS parts
+          FROM (SELECT DISTINCT hit[1] AS run
+                FROM regexp_matches(
+                         body, '([[:alnum:]]*(?:[a-z0-9][A-Z]|[A-Z][A-Z][a-z])[[:alnum:]]*)', 'g')
+                     AS hit) AS camel_word
           CROSS JOIN LATERAL (
-              SELECT max(found.lexeme) FILTER (WHERE found.positions[1] = 1) AS own,
-                     array_agg(found.lexeme) FILTER (
-                         WHERE found.positions[array_length(found.positions, 1)] > 1) AS parts
+              SELECT array_agg(found.lexeme) FILTER (WHERE found.positions[1] = 1) AS owns,
+                     string_agg('''' || replace(replace(found.lexeme, '\', '\\'), '''', '''''')
+                                || ''':@', ' ') FILTER (WHERE found.positions[1] > 1) AS parts
               FROM unnest(to_tsvector(
                        config,
                        camel_word.run || ' ' || regexp_replace(
@@ -92,35 +94,33 @@ BEGIN
                            '(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])', ' ', 'g')))
                    AS found
           ) AS split
-          CROSS JOIN LATERAL unnest(array_remove(split.parts, split.own)) AS part
-          WHERE split.own IS NOT NULL
-          GROUP BY split.own) AS camel_part;
-    -- Every identifier's parts, at each of its positions: a path's, host's or address's
-    -- segments and words (its punctuation blanked two ways, the second keeping dots), and a
-    -- camelCase word's words looked up above.
-    SELECT string_agg(
-               '''' || replace(replace(part, '\', '\\'), '''', '''''') || ''':'
-               || position || 'C', ' ')
+          CROSS JOIN LATERAL unnest(split.owns) AS own
+          WHERE split.parts IS NOT NULL
+          GROUP BY own) AS camel_part;
+    -- Every identifier's parts at each of its positions, as tsvector text ('user':3C,17C): a
+    -- path's, host's or address's segments and words (its punctuation blanked two ways, the
+    -- second keeping dots), and a camelCase word's words looked up above.
+    SELECT string_agg(identifier.parts, ' ')
     INTO parts
     FROM (
-        SELECT whole.lexeme, whole.positions,
-               tsvector_to_array(to_tsvector(
-                   config,
-                   translate(whole.lexeme, '/\@', '   ') || ' '
-                   || translate(whole.lexeme, '!"#$%&''()*+,-./:;<=>?@[\]^_`{|}~',
-                                repeat(' ', 32)))) AS lexemes
+        SELECT (SELECT string_agg(
+                           '''' || replace(replace(part, '\', '\\'), '''', '''''') || ''':'
+                           || array_to_string(whole.positions, 'C,') || 'C', ' ')
+                FROM unnest(tsvector_to_array(to_tsvector(
+                         config,
+                         translate(whole.lexeme, '/\@', '   ') || ' '
+                         || translate(whole.lexeme, '!"#$%&''()*+,-./:;<=>?@[\]^_`{|}~',
+                                      repeat(' ', 32))))) AS part
+                WHERE part <> whole.lexeme) AS parts
         FROM unnest(words) AS whole
         WHERE whole.lexeme ~ '[./\\@]|^[-+][0-9]'
           AND whole.lexeme !~ '^[-+]?[vV]?[0-9]+([.][0-9]+)+$'
         UNION ALL
-        SELECT whole.lexeme, whole.positions,
-               ARRAY(SELECT jsonb_array_elements_text(camel -> whole.lexeme))
+        SELECT replace(camel ->> whole.lexeme, ':@',
+                       ':' || array_to_string(whole.positions, 'C,') || 'C')
         FROM unnest(words) AS whole
         WHERE camel IS NOT NULL AND camel ? whole.lexeme
-    ) AS identifier
-    CROSS JOIN LATERAL unnest(identifier.lexemes) AS part
-    CROSS JOIN LATERAL unnest(identifier.positions) AS position
-    WHERE part <> identifier.lexeme;
+    ) AS identifier;
     IF parts IS NULL THEN
         RETURN words;
     END IF;
