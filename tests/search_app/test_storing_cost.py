@@ -5,14 +5,15 @@ Identifier parts were found by joining a text's camelCase words to its document'
 grew with the square of the text: 40,000 characters of camelCase code took 17 s to index, and a
 long stack trace ran into the statement timeout. The first test stores 40,000 characters of
 camelCase code, of a Java stack trace and of paths through the API, beside prose of the same
-length, interleaved round by round, and holds each kind's fastest store within 3x prose's (a
-ratio, not a time, so the machine's speed cancels out; the fastest of several, because what
-else the machine runs only ever adds to a time). The second stores 100,000 characters of each
+length, interleaved round by round, and holds each kind's median store within 3x prose's (a
+ratio, not a time, so the machine's speed cancels out; nine rounds, so a store that happens to
+merge a GIN index's pending list moves no median). The second stores 100,000 characters of each
 (the largest message) under production's 10 s statement timeout.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 
 from django.db import connection
@@ -54,8 +55,8 @@ def test_identifier_dense_text_costs_at_most_three_times_prose_of_its_length(db)
             if number:  # the first round warms the caches
                 seconds[kind].append(elapsed)
 
-    prose = min(seconds["prose"])
-    ratios = {kind: round(min(seconds[kind]) / prose, 2) for kind in KINDS}
+    prose = statistics.median(seconds["prose"])
+    ratios = {kind: round(statistics.median(seconds[kind]) / prose, 2) for kind in KINDS}
     assert all(ratio <= 3 for ratio in ratios.values()), ratios
 
 
