@@ -89,6 +89,12 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=int, default=1, help="the distractors' names")
     parser.add_argument(
+        "--candidates",
+        action="store_true",
+        help="with --distractors: count the evidence turns search_history never held as "
+        "candidates (one more statement per question, untimed)",
+    )
+    parser.add_argument(
         "--database", default=DATABASE, help=f"the database to use (default {DATABASE})"
     )
     parser.add_argument("--keep", action="store_true", help="reuse the database")
@@ -158,7 +164,7 @@ def measure(options: argparse.Namespace, database_url: str) -> int:
         options.data, sample_ids=options.sample, count=options.conversations
     )
     migrated = time.perf_counter() - began
-    served = Served() if options.distractors is not None else None
+    served = Served(candidates=options.candidates) if options.distractors is not None else None
     try:
         report = relevance_core.run_benchmark(
             samples,
@@ -191,6 +197,15 @@ def measure(options: argparse.Namespace, database_url: str) -> int:
         f"{questions} questions; "
         f"{seconds:.1f} s ({migrated:.1f} s of them migrating and reading the file)\n"
     )
+    if options.distractors is not None:
+        ours = report.scores[relevance_core.SEARCH_HISTORY]
+        print(
+            f"search_history: {sum(s.timeouts for s in ours)} calls cancelled by the statement "
+            f"timeout (503), {sum(s.timeouts >= TRIES for s in ours)} questions on all "
+            f"{TRIES} tries\n"
+        )
+        if options.candidates:
+            print(candidates_line(report) + "\n")
     print(relevance_core.markdown_table(report))
     print("\nPer conversation:\n")
     print(relevance_core.per_conversation_table(report))
@@ -223,13 +238,33 @@ def measure(options: argparse.Namespace, database_url: str) -> int:
 TRIES = 3
 
 
+def candidates_line(report) -> str:
+    """How many evidence turns search_history's statement never held, overall and for each
+    conversation."""
+    from bench import relevance_core
+
+    per = report.per_conversation()[relevance_core.SEARCH_HISTORY]
+    overall = report.figures()[relevance_core.SEARCH_HISTORY]["overall"]
+
+    def counted(figures: dict) -> str:
+        return (
+            f"{figures['evidence_not_matched']:.0f} not among the terms' kept matches, "
+            f"{figures['evidence_not_ranked']:.0f} not ranked at all, "
+            f"of {figures['evidence_turns']:.0f}"
+        )
+
+    each = "; ".join(f"{sample} {counted(per[sample]['overall'])}" for sample in report.samples)
+    return f"Evidence turns never candidates: {counted(overall)} ({each})"
+
+
 class Served:
     """search_history through gunicorn with the production configuration, one client over
     one keep-alive connection (``relevance_core.Searcher``). ``reset`` stops the server and
     empties the database; ``ready`` runs ``ANALYZE`` and starts a server that reads the
     statistics afresh."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, candidates: bool = False) -> None:
+        self.candidates = candidates
         self.server = None
         self.http: http.client.HTTPConnection | None = None
         # The server's own messages (it writes no access log), kept for a failed start.
@@ -286,7 +321,16 @@ class Served:
 
     def ranking(self, loaded, question):
         """As ``relevance_core.search_history_ranking``, served: the time is the first try's
-        (a cancelled call's too), the answer the first that was not cancelled."""
+        (a cancelled call's too), the answer the first that was not cancelled; with
+        ``candidates``, what the statement held too (untimed, in this process)."""
+        from bench import relevance_core
+
+        found = self._served(loaded, question)
+        if self.candidates:
+            found.candidates = relevance_core.search_history_candidates(loaded, question)
+        return found
+
+    def _served(self, loaded, question):
         from bench import relevance_core
         from search_app.runs.services import run_create
 
@@ -304,8 +348,8 @@ class Served:
             if status != 503:
                 break
             timeouts += 1
-        if status == 503 or status == 400:
-            # All tries cancelled, or no searchable word (invalid_arguments): nothing found.
+        if status in (400, 503):
+            # No searchable word (invalid_arguments), or every try cancelled: nothing found.
             return relevance_core.Ranking([], set(), first, timeouts)
         if status != 200:
             code = json.loads(data).get("error", {}).get("code") if data else None

@@ -277,6 +277,9 @@ class Ranking:
     milliseconds: float
     # Calls cancelled by the statement timeout (served only: 503) before this answer.
     timeouts: int = 0
+    # search_history only, when asked for: the turns its statement held as candidates, each
+    # term's kept matches (``matches``) and the pool it ranked (``candidates``).
+    candidates: dict[str, set[Hashable]] | None = None
 
 
 def _timed(call: Callable[[], T]) -> tuple[T, float]:
@@ -317,6 +320,65 @@ def search_history_ranking(loaded: Loaded, question: Question) -> Ranking:
         for message in (hit.message, *hit.before, *hit.after)
     }
     return Ranking(ranked, context, milliseconds)
+
+
+MATCHES, RANKED = "matches", "candidates"
+
+
+def search_history_candidates(loaded: Loaded, question: Question) -> dict[str, set[Hashable]]:
+    """What search_history's statement held for ``question``, from a fresh run of the agent:
+    its ``matches`` (each term's kept matches) and ``candidates`` (every turn it ranked, the
+    named participants' neighbours too) CTEs, by turn. The statement is the product's own
+    (``hits_statement``, routes from the statistics now), its answer replaced by those two
+    CTEs' ids, run in a transaction that is rolled back (it records evidence and an audit
+    row). Untimed; empty for a query with no searchable word."""
+    from django.db import connection, transaction
+    from django.utils import timezone
+
+    from search_app.history import answer, terms
+    from search_app.history.statement import hits_statement
+    from search_app.query.parse import parse_query
+    from search_app.scope import Perspective
+
+    found: dict[str, set[Hashable]] = {MATCHES: set(), RANKED: set()}
+    try:
+        query = parse_query(question.text, workspace_id=loaded.workspace_id)
+    except InvalidArguments:
+        return found
+    run, _ = run_create(
+        workspace_id=loaded.workspace_id,
+        agent_id=loaded.agent_id,
+        conversation_id=loaded.conversation_id,
+        requester_id=loaded.requester_id,
+    )
+    sql, params = hits_statement(
+        Perspective(
+            workspace_id=loaded.workspace_id,
+            agent_id=loaded.agent_id,
+            destination_id=loaded.conversation_id,
+            destination_kind="",
+            requester_id=loaded.requester_id,
+            current_message_id=None,
+            recent_message_ids=(),
+            run_id=run.id,
+        ),
+        query,
+        HistoryFilters(),
+        limit=LIMIT,
+        now=timezone.now(),
+        routes=terms.routes(query, terms.frequencies()),
+    )
+    final = answer.answer()
+    if sql.count(final) != 1:
+        raise RuntimeError("The statement's answer is not where the benchmark looks for it.")
+    ids = f"SELECT '{MATCHES}', id FROM matches UNION ALL SELECT '{RANKED}', id FROM candidates"
+    sql = sql.replace(final, ids)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        for cte, message_id in cursor.fetchall():
+            found[cte].add(loaded.dia_ids[message_id])
+        transaction.set_rollback(True)
+    return found
 
 
 class Fts5Index:
@@ -392,6 +454,11 @@ class Score:
     sample: str = ""
     other: float | None = None
     timeouts: int = 0
+    # With the candidates known: the question's evidence turns, and how many of them were never
+    # among each term's kept matches, and never in the pool ranked.
+    evidence: int = 0
+    not_matched: int | None = None
+    not_ranked: int | None = None
 
 
 def score(question: Question, ranking: Ranking, sample: str = "", *, pooled: bool = False) -> Score:
@@ -414,6 +481,13 @@ def score(question: Question, ranking: Ranking, sample: str = "", *, pooled: boo
         sample=sample,
         other=other,
         timeouts=ranking.timeouts,
+        evidence=len(evidence),
+        not_matched=(
+            None if ranking.candidates is None else len(evidence - ranking.candidates[MATCHES])
+        ),
+        not_ranked=(
+            None if ranking.candidates is None else len(evidence - ranking.candidates[RANKED])
+        ),
     )
 
 
@@ -440,6 +514,11 @@ def summary(scores: Sequence[Score]) -> dict[str, float]:
     figures["p50_ms"] = percentile(milliseconds, 0.50)
     figures["p95_ms"] = percentile(milliseconds, 0.95)
     figures["timeouts"] = sum(s.timeouts for s in scores)
+    known = [s for s in scores if s.not_matched is not None]
+    if known:
+        figures["evidence_turns"] = sum(s.evidence for s in known)
+        figures["evidence_not_matched"] = sum(s.not_matched for s in known)
+        figures["evidence_not_ranked"] = sum(s.not_ranked for s in known)
     others = [s.other for s in scores if s.other is not None]
     if others:
         figures[OTHER] = statistics.fmean(others)
@@ -495,7 +574,11 @@ class Searcher(Protocol):
 
 
 class InProcess:
-    """``search_history_ranking`` in this process, on whatever the connection sees."""
+    """``search_history_ranking`` in this process, on whatever the connection sees; with
+    ``candidates``, each ranking also says what the statement held as candidates (untimed)."""
+
+    def __init__(self, *, candidates: bool = False) -> None:
+        self.candidates = candidates
 
     def reset(self) -> None:
         pass
@@ -504,7 +587,10 @@ class InProcess:
         pass
 
     def ranking(self, loaded: Loaded, question: Question) -> Ranking:
-        return search_history_ranking(loaded, question)
+        found = search_history_ranking(loaded, question)
+        if self.candidates:
+            found.candidates = search_history_candidates(loaded, question)
+        return found
 
 
 def run_benchmark(

@@ -25,6 +25,7 @@ class Inspecting(relevance_core.InProcess):
     first question is asked."""
 
     def __init__(self) -> None:
+        super().__init__(candidates=True)
         self.cases: dict[str, dict] = {}
 
     def ranking(self, loaded, question):
@@ -111,6 +112,12 @@ def test_each_question_competes_with_copies_of_the_other_conversations_only(when
             assert case["distractor_times"][0] > last
         else:
             assert case["distractor_times"][1] < first
+    # What the statement held is known for every question, and a turn it returned was held.
+    for found in report.scores[relevance_core.SEARCH_HISTORY]:
+        assert found.not_matched is not None
+        assert found.not_ranked <= found.evidence * (1 - found.recall[20]) + 1e-9
+    figures = report.figures()[relevance_core.SEARCH_HISTORY]["overall"]
+    assert 0 <= figures["evidence_not_ranked"] < figures["evidence_turns"]
     # Distractors are other conversations' turns: the share of them in the top 8 counts.
     assert report.figures()[relevance_core.FTS5]["overall"][relevance_core.OTHER] > 0
 
