@@ -44,6 +44,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,6 +53,9 @@ sys.path.insert(0, str(ROOT))
 import psycopg  # noqa: E402
 
 from formation import embedded_postgres  # noqa: E402
+
+if TYPE_CHECKING:  # Annotations only: importing it needs Django set up, which measure() does.
+    from bench import relevance_core
 
 DATABASE = "formation_relevance"
 
@@ -238,7 +242,7 @@ def measure(options: argparse.Namespace, database_url: str) -> int:
 TRIES = 3
 
 
-def candidates_line(report) -> str:
+def candidates_line(report: relevance_core.Report) -> str:
     """How many evidence turns search_history's statement never held, overall and for each
     conversation."""
     from bench import relevance_core
@@ -319,7 +323,9 @@ class Served:
         data = response.read()
         return response.status, data, (time.perf_counter() - started) * 1000
 
-    def ranking(self, loaded, question):
+    def ranking(
+        self, loaded: relevance_core.Loaded, question: relevance_core.Question
+    ) -> relevance_core.Ranking:
         """As ``relevance_core.search_history_ranking``, served: the time is the first try's
         (a cancelled call's too), the answer the first that was not cancelled; with
         ``candidates``, what the statement held too (untimed, in this process)."""
@@ -330,7 +336,9 @@ class Served:
             found.candidates = relevance_core.search_history_candidates(loaded, question)
         return found
 
-    def _served(self, loaded, question):
+    def _served(
+        self, loaded: relevance_core.Loaded, question: relevance_core.Question
+    ) -> relevance_core.Ranking:
         from bench import relevance_core
         from search_app.runs.services import run_create
 
