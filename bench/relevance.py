@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/relevance.py --data ../shared/locomo/locomo-dev.json \
         [--sample conv-26 | --conversations N] [--limit Q] [--pooled [--kind public]] \
-        [--distractors N [--when newer|older] [--seed S]] \
+        [--distractors N [--when newer|older] [--seed S] [--candidates]] \
         [--output FILE] [--database NAME] [--keep]
 
 Reads LoCoMo-format JSON (docs/relevance.md), loads each conversation through the services into
@@ -107,6 +107,8 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--kind is for --pooled only")
     if options.distractors is not None and (not options.pooled or options.distractors < 0):
         parser.error("--distractors is a count of messages, for --pooled only")
+    if options.candidates and options.distractors is None:
+        parser.error("--candidates is for --distractors only")
     return options
 
 
