@@ -28,7 +28,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from formation.errors import InvalidArguments
 from messages_app.limits import MAX_BULK_MESSAGES
@@ -275,6 +275,11 @@ class Ranking:
     ranked: list[Hashable]
     context: set[Hashable]
     milliseconds: float
+    # Calls cancelled by the statement timeout (served only: 503) before this answer.
+    timeouts: int = 0
+    # search_history only, when asked for: the turns its statement held as candidates, each
+    # term's kept matches (``matches``) and the pool it ranked (``candidates``).
+    candidates: dict[str, set[Hashable]] | None = None
 
 
 def _timed(call: Callable[[], T]) -> tuple[T, float]:
@@ -315,6 +320,65 @@ def search_history_ranking(loaded: Loaded, question: Question) -> Ranking:
         for message in (hit.message, *hit.before, *hit.after)
     }
     return Ranking(ranked, context, milliseconds)
+
+
+MATCHES, RANKED = "matches", "candidates"
+
+
+def search_history_candidates(loaded: Loaded, question: Question) -> dict[str, set[Hashable]]:
+    """What search_history's statement held for ``question``, from a fresh run of the agent:
+    its ``matches`` (each term's kept matches) and ``candidates`` (every turn it ranked, the
+    named participants' neighbours too) CTEs, by turn. The statement is the product's own
+    (``hits_statement``, routes from the statistics now), its answer replaced by those two
+    CTEs' ids, run in a transaction that is rolled back (it records evidence and an audit
+    row). Untimed; empty for a query with no searchable word."""
+    from django.db import connection, transaction
+    from django.utils import timezone
+
+    from search_app.history import answer, terms
+    from search_app.history.statement import hits_statement
+    from search_app.query.parse import parse_query
+    from search_app.scope import Perspective
+
+    found: dict[str, set[Hashable]] = {MATCHES: set(), RANKED: set()}
+    try:
+        query = parse_query(question.text, workspace_id=loaded.workspace_id)
+    except InvalidArguments:
+        return found
+    run, _ = run_create(
+        workspace_id=loaded.workspace_id,
+        agent_id=loaded.agent_id,
+        conversation_id=loaded.conversation_id,
+        requester_id=loaded.requester_id,
+    )
+    sql, params = hits_statement(
+        Perspective(
+            workspace_id=loaded.workspace_id,
+            agent_id=loaded.agent_id,
+            destination_id=loaded.conversation_id,
+            destination_kind="",
+            requester_id=loaded.requester_id,
+            current_message_id=None,
+            recent_message_ids=(),
+            run_id=run.id,
+        ),
+        query,
+        HistoryFilters(),
+        limit=LIMIT,
+        now=timezone.now(),
+        routes=terms.routes(query, terms.frequencies()),
+    )
+    final = answer.answer()
+    if sql.count(final) != 1:
+        raise RuntimeError("The statement's answer is not where the benchmark looks for it.")
+    ids = f"SELECT '{MATCHES}', id FROM matches UNION ALL SELECT '{RANKED}', id FROM candidates"
+    sql = sql.replace(final, ids)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        for cte, message_id in cursor.fetchall():
+            found[cte].add(loaded.dia_ids[message_id])
+        transaction.set_rollback(True)
+    return found
 
 
 class Fts5Index:
@@ -389,6 +453,12 @@ class Score:
     milliseconds: float
     sample: str = ""
     other: float | None = None
+    timeouts: int = 0
+    # With the candidates known: the question's evidence turns, and how many of them were never
+    # among each term's kept matches, and never in the pool ranked.
+    evidence: int = 0
+    not_matched: int | None = None
+    not_ranked: int | None = None
 
 
 def score(question: Question, ranking: Ranking, sample: str = "", *, pooled: bool = False) -> Score:
@@ -410,6 +480,14 @@ def score(question: Question, ranking: Ranking, sample: str = "", *, pooled: boo
         milliseconds=ranking.milliseconds,
         sample=sample,
         other=other,
+        timeouts=ranking.timeouts,
+        evidence=len(evidence),
+        not_matched=(
+            None if ranking.candidates is None else len(evidence - ranking.candidates[MATCHES])
+        ),
+        not_ranked=(
+            None if ranking.candidates is None else len(evidence - ranking.candidates[RANKED])
+        ),
     )
 
 
@@ -435,6 +513,12 @@ def summary(scores: Sequence[Score]) -> dict[str, float]:
     milliseconds = [s.milliseconds for s in scores]
     figures["p50_ms"] = percentile(milliseconds, 0.50)
     figures["p95_ms"] = percentile(milliseconds, 0.95)
+    figures["timeouts"] = sum(s.timeouts for s in scores)
+    known = [s for s in scores if s.not_matched is not None]
+    if known:
+        figures["evidence_turns"] = sum(s.evidence for s in known)
+        figures["evidence_not_matched"] = sum(s.not_matched for s in known)
+        figures["evidence_not_ranked"] = sum(s.not_ranked for s in known)
     others = [s.other for s in scores if s.other is not None]
     if others:
         figures[OTHER] = statistics.fmean(others)
@@ -458,6 +542,9 @@ class Report:
     turns: int = 0
     scores: dict[str, list[Score]] = field(default_factory=lambda: {s: [] for s in SYSTEMS})
     pooled: bool = False
+    # Leave-one-out only: distractor messages per case, and whether newer or older.
+    distractors: int | None = None
+    when: str | None = None
 
     def figures(self) -> dict[str, dict[str, dict[str, float]]]:
         """``{system: {"overall" | category name: {metric: value}}}``."""
@@ -474,24 +561,80 @@ class Report:
         }
 
 
+class Searcher(Protocol):
+    """How search_history is asked: in this process (``InProcess``), or served
+    (``bench/relevance.py``). ``reset`` comes before a leave-one-out case is loaded, ``ready``
+    after each load, before its questions."""
+
+    def reset(self) -> None: ...
+
+    def ready(self) -> None: ...
+
+    def ranking(self, loaded: Loaded, question: Question) -> Ranking: ...
+
+
+class InProcess:
+    """``search_history_ranking`` in this process, on whatever the connection sees; with
+    ``candidates``, each ranking also says what the statement held as candidates (untimed)."""
+
+    def __init__(self, *, candidates: bool = False) -> None:
+        self.candidates = candidates
+
+    def reset(self) -> None:
+        pass
+
+    def ready(self) -> None:
+        pass
+
+    def ranking(self, loaded: Loaded, question: Question) -> Ranking:
+        found = search_history_ranking(loaded, question)
+        if self.candidates:
+            found.candidates = search_history_candidates(loaded, question)
+        return found
+
+
 def run_benchmark(
     samples: Sequence[Sample],
     *,
     limit: int | None = None,
     pooled: bool = False,
     kind: str = ConversationKind.PRIVATE,
+    distractors: int | None = None,
+    when: str = "newer",
+    seed: int = 1,
+    searcher: Searcher | None = None,
     progress: Callable[[str], None] = lambda line: None,
 ) -> Report:
     """Load each sample into a fresh workspace and ask its questions (the first ``limit`` of
     each, if given) of both systems, question by question, so both see the same machine.
     ``pooled``: load them all into one workspace with one agent (``pooled_load``) and one
     baseline index (``Fts5Index.pooled``) first, then ask each sample's questions there;
-    ``kind`` is what its conversations are (``pooled_load``)."""
+    ``kind`` is what its conversations are (``pooled_load``). ``distractors`` (pooled only):
+    leave-one-out, see ``_leave_one_out``."""
     report = Report(pooled=pooled)
     run_tag = secrets.token_hex(3)
+    searcher = searcher or InProcess()
+    if distractors is not None:
+        if not pooled:
+            raise ValueError("distractors are for the pooled benchmark")
+        _leave_one_out(
+            samples,
+            report,
+            run_tag=run_tag,
+            limit=limit,
+            kind=kind,
+            count=distractors,
+            when=when,
+            seed=seed,
+            searcher=searcher,
+            progress=progress,
+        )
+        return report
     if pooled:
+        searcher.reset()
         pool = pooled_load(samples, run_tag=run_tag, kind=kind)
         pooled_baseline = Fts5Index.pooled(samples)
+        searcher.ready()
         progress(
             f"pooled: {len(samples)} {kind} conversations, "
             f"{sum(len(sample.turns) for sample in samples)} turns, one agent"
@@ -500,20 +643,11 @@ def run_benchmark(
         if pooled:
             loaded, baseline = pool[sample.sample_id], pooled_baseline
         else:
+            searcher.reset()
             loaded, baseline = sample_load(sample, run_tag=run_tag), Fts5Index(sample)
+            searcher.ready()
         questions = sample.questions[:limit]
-        for question in questions:
-            report.scores[SEARCH_HISTORY].append(
-                score(
-                    question,
-                    search_history_ranking(loaded, question),
-                    sample.sample_id,
-                    pooled=pooled,
-                )
-            )
-            report.scores[FTS5].append(
-                score(question, baseline.ranking(question), sample.sample_id, pooled=pooled)
-            )
+        _ask(report, sample, questions, loaded, baseline, searcher, pooled=pooled)
         if not pooled:
             baseline.close()
         report.samples.append(sample.sample_id)
@@ -522,6 +656,85 @@ def run_benchmark(
     if pooled:
         pooled_baseline.close()
     return report
+
+
+def _ask(
+    report: Report,
+    sample: Sample,
+    questions: Sequence[Question],
+    loaded: Loaded,
+    baseline: Fts5Index,
+    searcher: Searcher,
+    *,
+    pooled: bool,
+) -> None:
+    """Each question of both systems in turn, its scores into ``report``."""
+    for question in questions:
+        report.scores[SEARCH_HISTORY].append(
+            score(question, searcher.ranking(loaded, question), sample.sample_id, pooled=pooled)
+        )
+        report.scores[FTS5].append(
+            score(question, baseline.ranking(question), sample.sample_id, pooled=pooled)
+        )
+
+
+def _leave_one_out(
+    samples: Sequence[Sample],
+    report: Report,
+    *,
+    run_tag: str,
+    limit: int | None,
+    kind: str,
+    count: int,
+    when: str,
+    seed: int,
+    searcher: Searcher,
+    progress: Callable[[str], None],
+) -> None:
+    """The busy agent with ``count`` distractor messages ``when`` (newer or older) than
+    every sample: one case per sample, each a workspace of its own holding every sample (as
+    ``pooled_load``) and copies of the *other* samples only (``relevance_distractors``), so
+    no copy of a question's own conversation, whose turns hold its answers, competes with it;
+    only that sample's questions are asked there, of search_history and of FTS5 over every
+    turn of the case. ``searcher.reset`` comes before each case (the served benchmark empties
+    its database there, so each case is searched alone), ``searcher.ready`` after its load."""
+    from bench import relevance_distractors  # It builds on this module's samples.
+
+    report.distractors = count
+    report.when = when
+    for sample in samples:
+        copies = relevance_distractors.distractor_samples(
+            [other for other in samples if other is not sample],
+            count=count,
+            when=when,
+            asked=samples,
+            seed=seed,
+        )
+        searcher.reset()
+        began = time.perf_counter()
+        loaded = pooled_load(samples, run_tag=f"{run_tag}-{sample.sample_id}", kind=kind)[
+            sample.sample_id
+        ]
+        relevance_distractors.distractors_load(
+            copies,
+            workspace_id=loaded.workspace_id,
+            agent_id=loaded.agent_id,
+            dia_ids=loaded.dia_ids,
+            kind=kind,
+        )
+        loading = time.perf_counter() - began
+        searcher.ready()
+        baseline = Fts5Index.pooled([*samples, *copies])
+        questions = sample.questions[:limit]
+        _ask(report, sample, questions, loaded, baseline, searcher, pooled=True)
+        baseline.close()
+        report.samples.append(sample.sample_id)
+        report.turns += len(sample.turns)
+        progress(
+            f"{sample.sample_id}: {len(questions)} questions, {len(copies)} distractor "
+            f"conversations ({sum(len(c.turns) for c in copies)} turns, {when}) loaded with "
+            f"the pool in {loading:.1f} s"
+        )
 
 
 COLUMNS = (
