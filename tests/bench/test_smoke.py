@@ -169,6 +169,7 @@ LIBRARIES = {
     "django_setup.py": ("answer_size", "broad_matches", "ranking_latency", "storing_cost"),
     "http_floor.py": ("benchmark", "serving"),
     "relevance_core.py": ("relevance", "relevance_pooled"),
+    "relevance_distractors.py": ("relevance",),
     "search_corpus.sql": ("explain_search_history",),
 }
 # Needs a Citus cluster: checked by test_citus_ops_imports_and_parses_its_arguments.
