@@ -156,15 +156,6 @@ def term_params(query: TermQuery, chosen: tuple[str, ...]) -> dict[str, object]:
     }
 
 
-# The ``all`` scan's bound where nothing is walked (Citus): no bound.
-UNBOUNDED = 2**62
-
-
-def unbounded_params() -> dict[str, object]:
-    """The bounds of a statement without a walk (Citus): the one scan reads every match."""
-    return {"c_rare_read": UNBOUNDED}
-
-
 def terms_cte(query: TermQuery) -> str:
     """Each term, its tsquery and its route, one row per term."""
     rows = ", ".join(
