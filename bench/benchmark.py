@@ -833,7 +833,7 @@ def search_history_rows(
     floor_runs = open_runs(harness.http, scene, samples)
     prepared_raw = psycopg.connect(os.environ["DATABASE_URL"], autocommit=True)
     query = parse_query(case.text, workspace_id=scene.workspace.id)
-    routes = terms.routes(query, terms.frequencies())
+    routes = terms.routes(query, terms.frequencies(scene.workspace.id))
     statements = []
     for made in floor_runs:
         run = Run.objects.filter(workspace_id=scene.workspace.id).get(id=made["id"])

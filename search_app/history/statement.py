@@ -72,7 +72,7 @@ def hits_statement(
     tests and benchmarks that run the statement alone record it).
     """
     if routes is None:
-        routes = terms.routes(query, terms.frequencies())
+        routes = terms.routes(query, terms.frequencies(perspective.workspace_id))
     if audit is None:
         audit = search_event_statement_parts(query_text=query.tsquery, filters={})
     insert, audit_params = audit

@@ -17,6 +17,8 @@ from django.db import connection
 
 from audit_app.models import ConversationSearchEvent, SearchTool
 from messages_app.models import RunEvidence
+from search_app.history import terms
+from search_app.query.parse import parse_query
 from tests import factories
 from tests.citus.test_single_shard import ok, recorded
 
@@ -75,3 +77,19 @@ def test_the_writes_after_it_record_what_it_answered(scene):
         workspace_id=run.workspace_id, run_id=run.id
     ).order_by("-created_at")[0]
     assert latest.budget_used == event.budget_used
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_routes_read_the_statistics_of_the_workspaces_shard():
+    """The coordinator's table is an empty shell without statistics: a word in every message
+    of the workspace would take the ``all`` route there; its shard's statistics (committed:
+    another connection reads them) walk it."""
+    workspace, _, alice, public = factories.observed_public_room()
+    for i in range(6):
+        factories.post(public, alice, f"routing sample {i} about the harbour")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE message_search_documents")
+    terms.forget_frequencies()
+    known = terms.frequencies(workspace.id)
+    query = parse_query("harbour routing", workspace_id=workspace.id)
+    assert terms.routes(query, known) == (terms.SLICES, terms.SLICES)
