@@ -193,8 +193,8 @@ def record_columns() -> dict[str, str]:
 def write(insert: str, params: dict[str, object], state: Any) -> int:
     """Record what the statement answered (``state``: its state row, with ``RECORD_COLUMNS``)
     when it did not write it itself: the evidence, then the audit event, each one statement
-    routed to the workspace's shard; how many evidence rows were new (the insert skips one
-    another call of the run recorded meanwhile, as ``recorded`` does)."""
+    routed to the workspace's shard; how many evidence rows it inserted (a message another call
+    of the run recorded meanwhile is skipped, as ``recorded`` skips it)."""
     if not state.open:
         return 0
     added = 0
@@ -211,7 +211,7 @@ def write(insert: str, params: dict[str, object], state: Any) -> int:
                     VALUES {rows}
                     ON CONFLICT (workspace_id, run_id, message_id) DO NOTHING
                     RETURNING message_id""",
-                {**params, **{f"e_{i}": id for i, id in enumerate(evidence)}},
+                {**params, **{f"e_{i}": message for i, message in enumerate(evidence)}},
             )
             added = len(cursor.fetchall())
     values = _audit_values("%(audit_budget_used)s::bigint")
