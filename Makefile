@@ -100,6 +100,7 @@ citus-status: install
 # tests/citus (one shard per tool call), on a fresh test database of the cluster.
 CITUS_TESTS := tests/api tests/search_app/test_oracle.py tests/search_app/test_oracle_memories.py \
 	tests/search_app/test_oracle_tool_scope.py tests/search_app/test_identifiers.py \
+	tests/search_app/test_bounded_candidates.py \
 	tests/search_app/test_budget.py tests/security/test_fail_closed.py \
 	tests/messages_app/test_admin.py tests/audit_app/test_admin.py tests/test_tenancy.py tests/citus
 

@@ -2,6 +2,8 @@
 
     DATABASE_URL=postgresql://... .venv/bin/python bench/history_ab.py --seed 1 \
         --before b5a3d2c [--calls 30] [--band rare --band mid ...]
+    DATABASE_URL=postgresql://...citus... .venv/bin/python bench/history_ab.py --seed 1 \
+        --before-database postgresql://...single-node... [--calls 30]
 
 Each side is a process of its own on its own code (``--before`` exported with ``git archive``
 into a temporary directory, the working tree as it is), on the same database and the corpus of
@@ -13,6 +15,10 @@ falls on both; it prints each side's p50 and p95 per band and the median of the 
 ratios. Both sides read one schema: the database must be migrated by the newer code, and the
 older must run on it (a change of the statement's text, not of the tables). Writes runs,
 evidence and audit rows: use a database made for benchmarks.
+
+``--before-database`` runs the before side against another database holding the same corpus
+(without ``--before``, both sides run the working tree): one engine against another, e.g. plain
+PostgreSQL against a Citus coordinator, interleaved the same way.
 """
 
 from __future__ import annotations
@@ -85,7 +91,7 @@ def exported(ref: str) -> Path:
 
 
 class Side:
-    def __init__(self, name: str, tree: Path, seed: int) -> None:
+    def __init__(self, name: str, tree: Path, seed: int, database: str | None = None) -> None:
         self.name = name
         self.process = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve()), "--worker", "--seed", str(seed)],
@@ -93,7 +99,11 @@ class Side:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
-            env={**os.environ, "PYTHONPATH": str(tree)},
+            env={
+                **os.environ,
+                "PYTHONPATH": str(tree),
+                **({"DATABASE_URL": database} if database else {}),
+            },
         )
         json.loads(self.process.stdout.readline())
 
@@ -111,6 +121,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--before", help="the earlier commit")
+    parser.add_argument("--before-database", help="the before side's DATABASE_URL")
     parser.add_argument("--calls", type=int, default=30, help="timed calls per side and band")
     parser.add_argument("--band", action="append", choices=BANDS)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -118,13 +129,22 @@ def main() -> None:
     if args.worker:
         worker(args.seed)
         return
-    if not args.before:
-        parser.error("--before is required")
+    if not args.before and not args.before_database:
+        parser.error("--before or --before-database is required")
     if args.calls < 2:
         parser.error("--calls must be at least 2 (a p95 needs two)")
-    sides = [Side(args.before, exported(args.before), args.seed), Side("after", ROOT, args.seed)]
+    name = args.before or "before"
+    tree = exported(args.before) if args.before else ROOT
+    sides = [
+        Side(name, tree, args.seed, args.before_database),
+        Side("after", ROOT, args.seed),
+    ]
     try:
-        print(f"before {args.before}, after: the working tree; {args.calls} calls per band")
+        database = " on --before-database" if args.before_database else ""
+        print(
+            f"before {args.before or 'the working tree'}{database}, after: the working tree; "
+            f"{args.calls} calls per band"
+        )
         print("band    before p50  after p50  before p95  after p95  after/before (median)")
         for band in args.band or BANDS:
             times: dict[str, list[float]] = {side.name: [] for side in sides}
@@ -133,7 +153,7 @@ def main() -> None:
                     elapsed = side.call(band)
                     if index >= WARMUP:
                         times[side.name].append(elapsed)
-            before, after = times[args.before], times["after"]
+            before, after = times[name], times["after"]
             ratio = statistics.median(a / b for a, b in zip(after, before, strict=True))
             p95 = lambda values: statistics.quantiles(values, n=20)[-1]  # noqa: E731
             print(

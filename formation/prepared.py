@@ -18,9 +18,11 @@ once it has done with the rows (so a failure while it reads them still keeps not
 ``DATABASE_PREPARED_STATEMENTS=0`` turns preparing off (behind a pooler that cannot carry
 prepared statements across transactions, PgBouncer in transaction mode before 1.21); a
 connection that logs its queries (DEBUG, a test capturing them) runs the statement unprepared,
-so the log holds it with its values. So does a Citus coordinator: Citus plans a distributed
-statement with its values (its shard pruning and the subplans it runs first need them), and
-refuses a generic plan of this one ("could not create distributed plan").
+so the log holds it with its values. So does a Citus coordinator: Citus prunes the shards of a
+statement with several tables or CTEs (a router query) only with the workspace's value in
+hand, and defers that pruning to execution only for single-table statements and ``INSERT``s
+(its "fast path"), so it refuses a generic plan of search_history's statement ("could not
+create distributed plan") and, left to choose, plans it on every call anyway.
 """
 
 from __future__ import annotations

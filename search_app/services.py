@@ -70,7 +70,7 @@ def search_history(
     """
     query = parse_query(query_text, workspace_id=workspace_id)
     perspective = _perspective(workspace_id, run_id, run, agent_id)
-    routes = terms.routes(query, terms.frequencies())
+    routes = terms.routes(query, terms.frequencies(workspace_id))
     audit_parts = audit.search_event_statement_parts(
         query_text=query_text, filters=_filters_record(filters, limit=limit)
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 from functools import cache
 
 from messages_app.selectors import SUMMARY_COLUMNS
-from search_app.history import ranking
+from search_app.history import ranking, record
 from search_app.history.page import NAMING_COLUMNS
 
 CONTRIBUTION_COLUMNS = (*(f"c_{name}" for name in ranking.WEIGHTS), "c_score")
@@ -35,14 +35,17 @@ ANSWER_COLUMNS = (
 )
 
 
-def _select(values: dict[str, str]) -> str:
+def _select(values: dict[str, str], columns: tuple[str, ...]) -> str:
     """One branch of the result set: ``values`` by column name, NULL in every other column."""
-    return ", ".join(values.get(column, "NULL") for column in ANSWER_COLUMNS)
+    return ", ".join(values.get(column, "NULL") for column in columns)
 
 
 @cache
-def answer() -> str:
-    """The statement's one result set. The first branch names the columns."""
+def answer(*, recorded: bool) -> str:
+    """The statement's one result set. The first branch names the columns. Unless the
+    statement ``recorded`` the evidence and the audit event itself, its state row also
+    answers what to record (``record.RECORD_COLUMNS``, for ``record.write``)."""
+    columns = ANSWER_COLUMNS if recorded else (*ANSWER_COLUMNS, *record.RECORD_COLUMNS)
     state = {
         "kind": "'state' AS kind",
         "position": "NULL::bigint AS position",
@@ -56,8 +59,9 @@ def answer() -> str:
         "matches": "NULL::bigint AS matches",
         "open": "s.open",
         "used": "s.used",
-        "added": "(SELECT count(*) FROM recorded) AS added",
+        "added": "(SELECT count(*) FROM recorded) AS added" if recorded else "0::bigint AS added",
         "left_out": "(SELECT messages FROM left_out) AS left_out",
+        **({} if recorded else record.record_columns()),
     }
     hit = {
         "kind": "'hit'",
@@ -81,16 +85,16 @@ def answer() -> str:
         **{column: f"n.{column}" for column in SUMMARY_COLUMNS},
     }
     exclusion = {"kind": "'exclusion'", "reason": "c.reason", "matches": "c.matches"}
-    return f"""SELECT {_select(state)}
+    return f"""SELECT {_select(state, columns)}
     FROM state AS s
     UNION ALL
-    SELECT {_select(hit)}
+    SELECT {_select(hit, columns)}
     FROM page_scores AS p WHERE p.position IN (SELECT position FROM kept_hits)
     UNION ALL
-    SELECT {_select(neighbour)}
+    SELECT {_select(neighbour, columns)}
     FROM nearby AS n
     WHERE n.position IN (SELECT position FROM kept_hits)
       AND n.id IN (SELECT id FROM taken WHERE fits)
     UNION ALL
-    SELECT {_select(exclusion)}
+    SELECT {_select(exclusion, columns)}
     FROM exclusion_counts AS c"""

@@ -223,25 +223,6 @@ def walk_cte() -> str:
     )"""
 
 
-def walk_ctes(*, walking: bool) -> tuple[str, ...]:
-    """The walk and what it read, or (no walk, on Citus) an empty ``walked``."""
-    return (walk_cte(), walked_cte()) if walking else (nothing_walked_cte(),)
-
-
-@cache
-def nothing_walked_cte() -> str:
-    """``walked`` where no term is walked (a Citus coordinator): no rows."""
-    nulls = ", ".join(
-        f"NULL::{kind} AS {column}"
-        for kind, column in zip(
-            ("uuid", "uuid", "timestamptz", "uuid", "uuid", "tsvector", "text"),
-            MATCH_COLUMNS,
-            strict=True,
-        )
-    )
-    return f"""walked AS MATERIALIZED (SELECT NULL::integer AS term, {nulls} WHERE false)"""
-
-
 @cache
 def walked_cte() -> str:
     """Each walked term's rows from the route its walk ended on (a walk that went on from

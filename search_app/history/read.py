@@ -8,7 +8,7 @@ from typing import Any
 
 from formation import prepared
 from messages_app.selectors import message_row
-from search_app.history import ranking
+from search_app.history import ranking, record
 from search_app.history.candidates import MORE_MATCHES
 from search_app.history.results import HistoryFilters, Hit
 from search_app.history.statement import hits_statement
@@ -69,11 +69,12 @@ def history_read(
     capped = exclusions.pop(MORE_MATCHES, 0) > 0
     if state is None:
         return HistoryRead(False, False, 0, 0, 0, [], {}, False)
+    added = state.added if record.in_statement() else record.write(audit[0], params, state)
     return HistoryRead(
         found=True,
         open=state.open,
         used=state.used,
-        added=state.added,
+        added=added,
         left_out=state.left_out,
         hits=ordered,
         exclusions=exclusions,

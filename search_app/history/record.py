@@ -9,11 +9,19 @@ rounded to six decimals, the score their sum), the exclusion counts by reason an
 budget left out. A call on a finished run writes neither; one whose budget is spent writes only
 the event, as ``budget_exhausted``. If PostgreSQL refuses either write, or anything at the
 commit that ends the statement, the whole statement is undone: no evidence without its audit.
+
+On Citus the statement cannot hold the two ``INSERT``s and still go to one shard (its router
+planner refuses an ``INSERT`` in a ``WITH``): there it answers the evidence to record and the
+event's computed columns on its state row, and ``write`` inserts them with two statements
+routed to the same shard, in the same transaction, under the same lock (``in_statement``).
 """
 
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
+
+from django.db import connection
 
 from audit_app.models import EXCLUSION_REASONS, SearchOutcome, SearchTool
 from audit_app.services import SEARCH_EVENT_COLUMNS
@@ -55,6 +63,24 @@ def page_scores_cte() -> str:
     )"""
 
 
+def in_statement() -> bool:
+    """Whether the statement writes the evidence and the audit event itself: on PostgreSQL.
+
+    Citus's router planner refuses an ``INSERT`` in a ``WITH`` ("only SELECT, UPDATE, or DELETE
+    common table expressions may be router planned"), and a statement it cannot route it plans
+    CTE by CTE, each a round trip to the shard with its rows carried back as an intermediate
+    result, and a recursive CTE (the walks) not at all. So on Citus the statement only reads
+    (one task on the workspace's shard) and answers what to write (``record_columns``), and
+    ``write`` inserts it right after, in the same transaction, while the run is still locked:
+    no evidence without its audit there either."""
+    return not connection.is_citus
+
+
+# The evidence the call adds, in the order the budget took it.
+_EVIDENCE = """ARRAY(SELECT t.id FROM taken AS t WHERE t.fits AND t.new
+                     ORDER BY t.part, t.position, t.side, t.distance)"""
+
+
 @cache
 def recorded_cte() -> str:
     """The new messages that fit, inserted as the run's evidence in the order the budget took
@@ -70,10 +96,9 @@ def recorded_cte() -> str:
     )"""
 
 
-@cache
-def audited_cte(insert: str) -> str:
-    """The call's audit event, on an open run (``insert``: ``audit_app``'s target and
-    columns, in ``SEARCH_EVENT_COLUMNS``' order)."""
+def _audit_values(budget_used: str) -> dict[str, str]:
+    """The audit event's columns as SQL over the statement's CTEs and state row ``s``, in
+    ``SEARCH_EVENT_COLUMNS``' order; ``budget_used`` is what the call leaves used."""
     components = ", ".join(f"{literals([name])}, r.c_{name}" for name in ranking.WEIGHTS)
     zeros = ", ".join(f"{literals([reason])}, 0" for reason in EXCLUSION_REASONS)
     exclusions = f"""jsonb_build_object({zeros})
@@ -116,13 +141,86 @@ def audited_cte(insert: str) -> str:
         "outcome": f"""CASE WHEN s.searching THEN {literals([SearchOutcome.ANSWERED])}
                             ELSE {literals([SearchOutcome.BUDGET_EXHAUSTED])} END""",
         "result_count": "(SELECT count(*) FROM kept_hits)",
-        "budget_used": "s.used + (SELECT count(*) FROM recorded)",
+        "budget_used": budget_used,
         "created_at": "%(a_created_at)s",
     }
     assert tuple(values) == SEARCH_EVENT_COLUMNS
+    return values
+
+
+@cache
+def audited_cte(insert: str) -> str:
+    """The call's audit event, on an open run (``insert``: ``audit_app``'s target and
+    columns, in ``SEARCH_EVENT_COLUMNS``' order)."""
+    values = _audit_values("s.used + (SELECT count(*) FROM recorded)")
     return f"""audited AS (
         {insert}
         SELECT {", ".join(values.values())}
         FROM state AS s WHERE s.open
         RETURNING id
     )"""
+
+
+def recording_ctes(insert: str) -> tuple[str, ...]:
+    """The CTEs that write the evidence and the audit event (none where ``write`` does)."""
+    return (recorded_cte(), audited_cte(insert)) if in_statement() else ()
+
+
+# What the statement answers on its state row for ``write`` (on Citus), and each one's type:
+# the audit's columns the statement computes, jsonb as text so that no number is re-read.
+_COMPUTED = {
+    "hit_ids": "uuid[]",
+    "neighbour_ids": "uuid[]",
+    "rankings": "jsonb",
+    "exclusions": "jsonb",
+    "exclusions_capped": "boolean",
+    "outcome": "text",
+    "result_count": "bigint",
+}
+RECORD_COLUMNS = ("record_evidence", *(f"audit_{name}" for name in _COMPUTED))
+
+
+def record_columns() -> dict[str, str]:
+    """``RECORD_COLUMNS`` as SQL of the answer's state row ``s`` (where ``write`` records)."""
+    values = _audit_values("NULL")
+    columns = {"record_evidence": f"{_EVIDENCE} AS record_evidence"}
+    for name, kind in _COMPUTED.items():
+        value = f"({values[name]})::text" if kind == "jsonb" else values[name]
+        columns[f"audit_{name}"] = f"{value} AS audit_{name}"
+    return columns
+
+
+def write(insert: str, params: dict[str, object], state: Any) -> int:
+    """Record what the statement answered (``state``: its state row, with ``RECORD_COLUMNS``)
+    when it did not write it itself: the evidence, then the audit event, each one statement
+    routed to the workspace's shard; how many evidence rows it inserted (a message another call
+    of the run recorded meanwhile is skipped, as ``recorded`` skips it)."""
+    if not state.open:
+        return 0
+    added = 0
+    evidence = state.record_evidence or []
+    if evidence:
+        rows = ", ".join(
+            f"(%(p_workspace)s, %(p_run)s, %(e_{i})s::uuid, {literals([SEARCH_TOOL])}, now())"
+            for i in range(len(evidence))
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"""INSERT INTO {table(RunEvidence)}
+                        (workspace_id, run_id, message_id, tool, created_at)
+                    VALUES {rows}
+                    ON CONFLICT (workspace_id, run_id, message_id) DO NOTHING
+                    RETURNING message_id""",
+                {**params, **{f"e_{i}": message for i, message in enumerate(evidence)}},
+            )
+            added = len(cursor.fetchall())
+    values = _audit_values("%(audit_budget_used)s::bigint")
+    for name, kind in _COMPUTED.items():
+        values[name] = f"%(audit_{name})s::{kind}"
+    computed = {f"audit_{name}": getattr(state, f"audit_{name}") for name in _COMPUTED}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"{insert} VALUES ({', '.join(values.values())})",
+            {**params, **computed, "audit_budget_used": state.used + added},
+        )
+    return added

@@ -8,11 +8,11 @@ evidence budget (``spend``), records the evidence and the audit event (``record`
 it all as one result set (``answer``). It embeds the perspective's scope and rule fragments and
 only narrows what they allow.
 
-On a Citus coordinator the statement has no walk: Citus runs a recursive CTE only when the
-whole statement goes to one shard, which this one, with its reference tables and its
-intermediate results, does not. There every term takes the ``all`` route without a bound (the
-one scan reads every match in the agent's buckets, as search_history did before its
-candidates were bounded), and the statement is planned per call (``formation.prepared``).
+On a Citus coordinator the same statement, walks included, is routed whole to the
+workspace's shard (one task, no intermediate result: every table it reads is narrowed to
+``p_workspace``), except its two writes: Citus routes no ``INSERT`` inside a ``WITH``, so there
+the statement answers what to record and ``record.write`` inserts it right after, in the same
+transaction (``record.in_statement``). Citus plans it on every call (``formation.prepared``).
 
 It runs as a prepared statement with a generic plan (``formation.prepared``): its text depends
 only on the number of terms, every other choice (routes, filters, the budget) is a parameter,
@@ -27,8 +27,6 @@ recomputed once per row (quadratic; ``test_broad_matches``).
 from __future__ import annotations
 
 from datetime import datetime
-
-from django.db import connection
 
 from audit_app.services import search_event_statement_parts
 from formation.sql import merge_params
@@ -73,11 +71,8 @@ def hits_statement(
     (``search_event_statement_parts``; by default for the query's terms, with no filters, as
     tests and benchmarks that run the statement alone record it).
     """
-    walking = not connection.is_citus
-    if not walking:
-        routes = (terms.ALL,) * len(query.terms)
-    elif routes is None:
-        routes = terms.routes(query, terms.frequencies())
+    if routes is None:
+        routes = terms.routes(query, terms.frequencies(perspective.workspace_id))
     if audit is None:
         audit = search_event_statement_parts(query_text=query.tsquery, filters={})
     insert, audit_params = audit
@@ -89,7 +84,8 @@ def hits_statement(
         terms.bucket_keys_cte(),
         candidates.rare_matches_cte(),
         candidates.rare_overflow_cte(),
-        *candidates.walk_ctes(walking=walking),
+        candidates.walk_cte(),
+        candidates.walked_cte(),
         candidates.examined_cte(),
         candidates.excluded_cte(),
         candidates.exclusion_counts_cte(),
@@ -117,18 +113,15 @@ def hits_statement(
         spend.taken_cte(),
         spend.left_out_cte(),
         record.page_scores_cte(),
-        record.recorded_cte(),
-        record.audited_cte(insert),
+        *record.recording_ctes(insert),
     ]
     sql = f"""
-    WITH {"RECURSIVE" if walking else ""} {_CTE_SEPARATOR.join(ctes)}
-    {answer.answer()}
+    WITH RECURSIVE {_CTE_SEPARATOR.join(ctes)}
+    {answer.answer(recorded=record.in_statement())}
     """
     params = merge_params(
         _params(perspective, query, filters, limit=limit, now=now, routes=routes), audit_params
     )
-    if not walking:
-        params.update(terms.unbounded_params())
     return sql, params
 
 

@@ -27,6 +27,7 @@ too) can move the cost of a search but never its hits, their order or their scor
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from functools import cache
@@ -94,22 +95,56 @@ _STATISTICS = f"""
     WHERE s.schemaname = current_schema() AND s.tablename = '{table(MessageSearchDocument)}'
       AND s.attname = 'document'
 """
-_cached: dict[str, tuple[float, Frequencies]] = {}
+# On Citus the coordinator's table is an empty shell without statistics: the workspace's shard
+# has them, on its worker, where one command asks for them (``master_run_on_worker``, as JSON).
+_SHARD_STATISTICS = f"""
+    WITH shard AS (
+        SELECT n.nodename, n.nodeport,
+               '{table(MessageSearchDocument)}_' || s.shardid AS name
+        FROM pg_dist_shard AS s
+        JOIN pg_dist_placement AS p ON p.shardid = s.shardid
+        JOIN pg_dist_node AS n ON n.groupid = p.groupid AND n.isactive
+        WHERE s.shardid = get_shard_id_for_distribution_column(
+            '{table(MessageSearchDocument)}', %s::uuid)
+        LIMIT 1
+    )
+    SELECT r.result
+    FROM shard, master_run_on_worker(
+        ARRAY[shard.nodename], ARRAY[shard.nodeport],
+        ARRAY[format($$SELECT json_build_array(s.most_common_elems::text::text[],
+                                               s.most_common_elem_freqs)
+                       FROM pg_stats AS s
+                       WHERE s.schemaname = current_schema() AND s.tablename = %%L
+                         AND s.attname = 'document'$$, shard.name)],
+        false) AS r
+    WHERE r.success
+"""
+_cached: dict[tuple[str, object], tuple[float, Frequencies]] = {}
 _cached_lock = Lock()
 
 
-def frequencies() -> Frequencies:
+def frequencies(workspace_id: object = None) -> Frequencies:
     """The column's statistics, read again every ``STATISTICS_SECONDS`` (one small statement
-    per process then, none in between)."""
-    key = connection.settings_dict["NAME"]
+    per process then, none in between); on Citus those of ``workspace_id``'s shard (none
+    without it: every term then takes the ``all`` route, which hands over to the walks when
+    it overflows)."""
+    citus = connection.is_citus
+    key = (connection.settings_dict["NAME"], workspace_id if citus else None)
     now = time.monotonic()
     with _cached_lock:
         found = _cached.get(key)
     if found is not None and now - found[0] < STATISTICS_SECONDS:
         return found[1]
-    with connection.cursor() as cursor:
-        cursor.execute(_STATISTICS)
-        row = cursor.fetchone()
+    row = None
+    if not citus:
+        with connection.cursor() as cursor:
+            cursor.execute(_STATISTICS)
+            row = cursor.fetchone()
+    elif workspace_id is not None:
+        with connection.cursor() as cursor:
+            cursor.execute(_SHARD_STATISTICS, [workspace_id])
+            answered = cursor.fetchone()
+        row = json.loads(answered[0]) if answered and answered[0] else None
     shares: dict[str, float] = {}
     if row is not None and row[0] is not None:
         # The last three frequencies are the least, the greatest and the null share.
@@ -154,15 +189,6 @@ def term_params(query: TermQuery, chosen: tuple[str, ...]) -> dict[str, object]:
         "c_first_slice": FIRST_SLICE,
         "c_slices": WALK_SLICES,
     }
-
-
-# The ``all`` scan's bound where nothing is walked (Citus): no bound.
-UNBOUNDED = 2**62
-
-
-def unbounded_params() -> dict[str, object]:
-    """The bounds of a statement without a walk (Citus): the one scan reads every match."""
-    return {"c_rare_read": UNBOUNDED}
 
 
 def terms_cte(query: TermQuery) -> str:
