@@ -14,9 +14,9 @@ again (``before`` is the median of both sides, so a drift of the machine shows a
 between them), the calls of one round interleaved, through the service function (the
 statement, its parse and the answer: what an endpoint adds is the same either side). It
 checks that the withheld flood changes no hit, order or score, and that every rare-word hit
-found before the noise is still found with it. The messages (and the bench's evidence rows
-that name them) are deleted at the end, whatever happens. Every search is a fresh run, so the
-evidence budget never interferes.
+the pair query found before the noise is still found with it. The messages (and the bench's
+evidence rows that name them) are deleted at the end, whatever happens, by conversation. Every
+search is a fresh run, so the evidence budget never interferes.
 
     DATABASE_URL=... .venv/bin/python bench/flood.py --seed 1 [--messages 100000] [--rounds 15]
 """
@@ -163,19 +163,63 @@ def analyze() -> None:
     terms.forget_frequencies()
 
 
+# Messages are never hard-deleted by the product, so nothing indexes the replies' and threads'
+# own foreign keys (messages_app/models/messages.py). Deleting a message checks both: each
+# check reads the room's every message through the (workspace, conversation, …) indexes, and
+# 100,000 of them in a room of 100,000 is 10^10 rows read (a clean-up that did not finish). The
+# clean-up builds these two partial indexes for the time it deletes (the replies and threads
+# are a few percent of the messages) and drops them again.
+CLEANUP_INDEXES = {
+    "bench_flood_cleanup_reply": "reply_to_id",
+    "bench_flood_cleanup_thread": "thread_id",
+}
+CLEANUP_BATCH = 10_000
+
+
 def delete_messages(conversation: Conversation, since: int) -> None:
-    with transaction.atomic(), connection.cursor() as cursor:
-        inserted = f"SELECT id FROM {table(Message)} WHERE conversation_id = %s AND seq >= %s"
-        for model, key in (
-            (RunEvidence, "message_id"),
-            (MessageSearchDocument, "message_id"),
-            (Message, "id"),
-        ):
+    """The room's messages from seq ``since`` on, with their documents and the bench's evidence,
+    by conversation, ``CLEANUP_BATCH`` messages per transaction, newest first."""
+    started = time.perf_counter()
+    messages = table(Message)
+    with connection.cursor() as cursor:
+        for name, column in CLEANUP_INDEXES.items():
             cursor.execute(
-                f"DELETE FROM {table(model)} WHERE {key} IN ({inserted})",
-                [conversation.id, since],
+                f"CREATE INDEX IF NOT EXISTS {name} ON {messages}"
+                f" (workspace_id, conversation_id, {column}) WHERE {column} IS NOT NULL"
             )
+    try:
+        scope = [conversation.workspace_id, conversation.id]
+        while True:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(
+                    f"""SELECT min(seq) FROM (
+                            SELECT seq FROM {messages}
+                            WHERE workspace_id = %s AND conversation_id = %s AND seq >= %s
+                            ORDER BY seq DESC LIMIT %s) AS batch""",
+                    [*scope, since, CLEANUP_BATCH],
+                )
+                low = cursor.fetchone()[0]
+                if low is None:
+                    break
+                batch = f"""SELECT id FROM {messages}
+                            WHERE workspace_id = %s AND conversation_id = %s AND seq >= %s"""
+                for model in (RunEvidence, MessageSearchDocument):
+                    cursor.execute(
+                        f"""DELETE FROM {table(model)}
+                            WHERE workspace_id = %s AND message_id IN ({batch})""",
+                        [conversation.workspace_id, *scope, low],
+                    )
+                cursor.execute(
+                    f"""DELETE FROM {messages}
+                        WHERE workspace_id = %s AND conversation_id = %s AND seq >= %s""",
+                    [*scope, low],
+                )
+    finally:
+        with connection.cursor() as cursor:
+            for name in CLEANUP_INDEXES:
+                cursor.execute(f"DROP INDEX IF EXISTS {name}")
     analyze()
+    print(f"clean-up: {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
 
 
 def median(values: list[float]) -> float:
@@ -269,14 +313,16 @@ def main() -> None:
             )
     unchanged = all(flood["before"][query] == flood["with"][query] for query in flood["before"])
     print(f"\nwithheld flood: every hit, order, score and neighbour unchanged: {unchanged}")
+    # The rare word's hits that the pair finds without the noise (once the rare word has a page
+    # of hits, an older common-word message can outrank one of them with or without noise).
     rare_before = {hit[0] for hit in noisy["before"][rare]}
-    pair_with = {hit[0] for hit in noisy["with"][pair]}
-    kept = len(rare_before & pair_with)
+    pair_before = rare_before & {hit[0] for hit in noisy["before"][pair]}
+    kept = len(pair_before & {hit[0] for hit in noisy["with"][pair]})
     print(
-        f"eligible noise: of the rare word's {len(rare_before)} hits, {kept} are still hits"
-        f" of '{rare} {common[0]}' with the noise"
+        f"eligible noise: of the rare word's {len(rare_before)} hits, '{pair}' finds"
+        f" {len(pair_before)} without the noise and {kept} of those with it"
     )
-    if not unchanged or kept < len(rare_before):
+    if not unchanged or kept < len(pair_before):
         sys.exit(1)
 
 

@@ -1,7 +1,8 @@
 """Sustained mixed load against gunicorn on loopback, with per-endpoint latency and errors.
 
     DATABASE_URL=postgresql://... .venv/bin/python bench/load.py --seed 1 \
-        [--duration 300] [--concurrency 16] [--only ENDPOINT] [--output FILE]
+        [--duration 300] [--concurrency 16] [--only ENDPOINT] [--output FILE] \
+        [--window SECONDS] [--root CHECKOUT]
 
 Acts as the busy agent of ``manage.py generate_corpus --seed S`` (load the corpus first) through
 gunicorn started with the production configuration (``formation/gunicorn_conf.py``: 2 workers of
@@ -18,7 +19,10 @@ from the mix the reliability issue names:
 Every answer other than the expected 200/201 counts as an error, 429 included: the per-token
 rate limits are raised for the run, because the run measures capacity, not throttling. Prints
 a table of requests, errors, p50/p95/p99 and requests per second per endpoint, the machine's CPU
-use over the run, and writes it as Markdown to ``--output``. Writes to the database it loads
+use over the run, and writes it as Markdown to ``--output``. ``--window S`` adds the mix's requests,
+errors, p50 and p95 per S seconds, by wall-clock time (UTC), to compare the windows of an
+operation run beside the load (docs/operations.md, "Moving to bounded search"); ``--root`` serves
+another checkout's code (the code of before a migration). Writes to the database it loads
 (runs, evidence, audit rows, messages): use a database made for it. All text is synthetic.
 """
 
@@ -349,6 +353,27 @@ def report(recorder: Recorder, seconds: float, cpu_busy: float, args: argparse.N
     return "\n".join(lines)
 
 
+def windows(recorder: Recorder, seconds: float, wall_offset: float) -> str:
+    """The mix per ``seconds`` of wall-clock time: requests, errors, p50 and p95 (ms)."""
+    by_window: dict[int, list[Outcome]] = defaultdict(list)
+    for outcome in recorder.outcomes:
+        by_window[int((outcome.started + wall_offset) // seconds)].append(outcome)
+    lines = [
+        "| window (UTC) | requests | errors | p50 ms | p95 ms |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for index in sorted(by_window):
+        outcomes = by_window[index]
+        times = [o.seconds * 1000 for o in outcomes]
+        errors = [o for o in outcomes if o.status != EXPECTED_STATUS.get(o.endpoint, 200)]
+        start = time.strftime("%H:%M:%S", time.gmtime(index * seconds))
+        lines.append(
+            f"| {start} | {len(outcomes):,} | {len(errors)} | {percentile(times, 0.5):.1f} "
+            f"| {percentile(times, 0.95):.1f} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=1)
@@ -362,6 +387,10 @@ def main() -> None:
     )
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--output", type=Path)
+    parser.add_argument(
+        "--window", type=float, help="also report the mix per this many seconds (wall clock)"
+    )
+    parser.add_argument("--root", type=Path, default=bench.ROOT, help="the checkout to serve")
     args = parser.parse_args()
 
     if args.only:
@@ -379,7 +408,7 @@ def main() -> None:
     )
     log_path = Path(tempfile.gettempdir()) / f"formation-load-gunicorn-{os.getpid()}.log"
     with log_path.open("wb") as log:
-        server = ProductionGunicorn(port=args.port, log=log)
+        server = ProductionGunicorn(port=args.port, log=log, root=args.root.resolve())
         try:
             asyncio.run(
                 run_load(
@@ -402,6 +431,8 @@ def main() -> None:
         finally:
             server.stop()
     table = report(recorder, seconds, (busy1 - busy0) / max(1, total1 - total0), args)
+    if args.window:
+        table += "\n\n" + windows(recorder, args.window, time.time() - time.monotonic())
     print(table)
     if args.output:
         args.output.write_text(table + "\n")

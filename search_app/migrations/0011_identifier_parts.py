@@ -140,9 +140,11 @@ DROP FUNCTION formation_identifier_class();
 """
 
 # Memories whose text may hold an identifier: rewriting a row recomputes its generated document.
+# The class is spelled out (formation_identifier_class()'s pattern), not called: on the way back
+# this runs after RESTORE_FUNCTIONS has dropped that function.
 MEMORIES = r"""
 UPDATE agent_memories SET content = content
-WHERE content ~ formation_identifier_class()
+WHERE content ~ '[[:alnum:]][./\\@][[:alnum:]]|[-+][0-9]|[a-z0-9][A-Z]|[A-Z][A-Z][a-z]'
 """
 
 

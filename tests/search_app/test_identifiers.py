@@ -248,3 +248,21 @@ def test_the_migration_rebuilds_documents_written_without_parts(room):
     migration.rebuild_documents(None, connection.schema_editor())
 
     assert found(search(room, "1234")) == [message.id]
+
+
+def test_the_migration_goes_back_to_documents_without_parts(room):
+    """0011's reverse restores 0005's functions, rebuilds the documents and rewrites the
+    memories with identifiers; it once called a function it had just dropped."""
+    message = say(room, CAMEL)
+    plain = "SELECT to_tsvector('formation_english'::regconfig, %s)::text"
+    with connection.cursor() as cursor:
+        cursor.execute(plain, [CAMEL])
+        words_only = cursor.fetchone()[0]
+    assert document_of(message) != words_only
+
+    migration = import_module("search_app.migrations.0011_identifier_parts")
+    with connection.cursor() as cursor:
+        cursor.execute(migration.RESTORE_FUNCTIONS)
+    migration.rebuild_documents(None, connection.schema_editor())
+
+    assert document_of(message) == words_only
