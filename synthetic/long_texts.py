@@ -284,8 +284,15 @@ def _prose(rng: random.Random) -> str:
     return " ".join(rng.choices(VOCABULARY, weights=ZIPF_WEIGHTS, k=12)) + "."
 
 
+# Code names its things again and again: a camelCase line draws its identifiers by Zipf's law
+# from a pool as large as a big code base's, as prose draws its words (40,000 characters hold
+# about 2,150 identifiers, 1,050 of them distinct).
+IDENTIFIERS = [_camel(random.Random(f"identifier:{number}")) for number in range(20_000)]
+IDENTIFIER_WEIGHTS = [1 / rank for rank in range(1, len(IDENTIFIERS) + 1)]
+
+
 def _camel_line(rng: random.Random) -> str:
-    return " ".join(_camel(rng) for _ in range(6))
+    return " ".join(rng.choices(IDENTIFIERS, weights=IDENTIFIER_WEIGHTS, k=6))
 
 
 def _frame(rng: random.Random) -> str:
