@@ -335,7 +335,7 @@ def search_history_candidates(loaded: Loaded, question: Question) -> dict[str, s
     from django.db import connection, transaction
     from django.utils import timezone
 
-    from search_app.history import answer, terms
+    from search_app.history import answer, record, terms
     from search_app.history.statement import hits_statement
     from search_app.query.parse import parse_query
     from search_app.scope import Perspective
@@ -366,9 +366,9 @@ def search_history_candidates(loaded: Loaded, question: Question) -> dict[str, s
         HistoryFilters(),
         limit=LIMIT,
         now=timezone.now(),
-        routes=terms.routes(query, terms.frequencies()),
+        routes=terms.routes(query, terms.frequencies(loaded.workspace_id)),
     )
-    final = answer.answer()
+    final = answer.answer(recorded=record.in_statement())
     if sql.count(final) != 1:
         raise RuntimeError("The statement's answer is not where the benchmark looks for it.")
     ids = f"SELECT '{MATCHES}', id FROM matches UNION ALL SELECT '{RANKED}', id FROM candidates"
