@@ -13,9 +13,11 @@ from datetime import timedelta
 from unittest import mock
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
 
 from search_app.history import candidates, terms
 from tests import factories
+from tests.search_app import test_oracle
 from tests.search_app.test_bounded_candidates import ROUTES, answer, day, routed
 
 pytestmark = pytest.mark.django_db
@@ -93,3 +95,32 @@ def test_the_bound_counts_eligible_messages_only():
         run, answer_id = _world(withheld=False)
         found = [hit[0] for hit in answer(run, "audrey year")]
     assert answer_id not in found
+
+
+@settings(
+    max_examples=test_oracle.RANKING_EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(plan=test_oracle.worlds())
+@example(plan=test_oracle.LINKS_DO_NOT_CHAIN)
+@example(plan=test_oracle.INTERVAL_EDGES)
+def test_withheld_messages_never_change_a_named_search(db, plan):
+    """The oracle's ranking property (``test_oracle``) for a query that names every account
+    (each is a "Person"), with room for only three of their messages: a withheld message
+    changes no hit, score or order, the same world without them ranks every hit the same."""
+    with (
+        mock.patch.object(test_oracle, "RANKING_QUERY", "person migration report"),
+        mock.patch.object(candidates, "NAMED_READ", 3),
+    ):
+        oracle = test_oracle.Oracle(plan, plan.runs()[0])
+        smaller, new_index = test_oracle.without_withheld(plan, oracle)
+        full = test_oracle.ranked_scores(plan)
+        reduced = test_oracle.ranked_scores(smaller)
+    renamed = {
+        new_index[index]: (score, components, tuple(new_index[m] for m in neighbours))
+        for index, (score, components, neighbours) in full.items()
+    }
+    assert renamed == reduced
