@@ -144,6 +144,19 @@ def named_matches_cte() -> str:
     )"""
 
 
+def named_ctes(*, walking: bool) -> tuple[str, ...]:
+    """The named participants and their matches, or (no walk, on Citus, where every term's
+    matches are read in one unbounded scan, so theirs are candidates already) none."""
+    if walking:
+        return named_people_cte(), named_matches_cte()
+    return (
+        "named_people AS MATERIALIZED (SELECT NULL::uuid AS account_id WHERE false)",
+        f"""named_matches AS MATERIALIZED (
+        SELECT {", ".join(MATCH_COLUMNS)} FROM walked WHERE false
+    )""",
+    )
+
+
 def exclusion_params() -> dict[str, object]:
     """What ``excluded_cte`` binds: the size of the exclusion scan."""
     return {"x_scan": EXCLUSION_SCAN}
