@@ -92,6 +92,12 @@ class MessageSearchDocument(TenantModel):
             # The agent's rooms read newest first, slice by slice, for the words most
             # documents hold.
             models.Index(fields=["conversation_id", "created_at"], name="search_document_timeline"),
+            # One person's documents, room by room, newest first: the candidates of the
+            # participants a query names.
+            models.Index(
+                fields=["workspace_id", "sender_account_id", "conversation_id", "created_at"],
+                name="search_document_sender",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -29,10 +29,12 @@ from __future__ import annotations
 from functools import cache
 
 from formation.sql import literals, table
+from messages_app.models import Account, Membership
 from search_app.history.terms import ALL, BUCKETS, ROOMS, SLICES, term_columns
 from search_app.models import MessageSearchDocument
 from search_app.perspective import (
     counted_exclusion_reason,
+    eligible_condition,
     exclusion_reason,
     observed_by,
     observed_join,
@@ -42,6 +44,10 @@ from search_app.query.parse import TermQuery
 # At most this many of what a search read are classified for the audit's exclusion counts.
 EXCLUSION_SCAN = 2_000
 MORE_MATCHES = "more_matches"
+# The participants the query names whose own messages are read as candidates, at most.
+NAMED_PEOPLE = 4
+# The most of their eligible messages read (newest first) and tested against the query's terms.
+NAMED_READ = 2_000
 # The columns of a match as the candidate CTEs carry it.
 MATCH_COLUMNS = (
     "id",
@@ -76,6 +82,66 @@ def filter_conditions(row: str = "d", *, by_time: bool = False) -> str:
 def filter_params(speaker: str, after: object, before: object) -> dict[str, object]:
     """What ``filter_conditions`` binds."""
     return {"f_speaker": speaker, "f_after": after, "f_before": before}
+
+
+def named_params() -> dict[str, object]:
+    """What ``named_people_cte`` and ``named_matches_cte`` bind: their bounds."""
+    return {"c_named_people": NAMED_PEOPLE, "c_named_read": NAMED_READ}
+
+
+@cache
+def named_people_cte() -> str:
+    """The participants the query names (as the ``speaker`` signal tells them: a query term in
+    their name), among the accounts that were ever members of the agent's observed rooms, at
+    most ``NAMED_PEOPLE`` (by id: no message decides which)."""
+    return f"""named_people AS MATERIALIZED (
+        SELECT a.id AS account_id
+        FROM {table(Account)} AS a
+        WHERE a.workspace_id = %(p_workspace)s AND (SELECT searching FROM state)
+          AND a.id IN (SELECT mb.account_id FROM {table(Membership)} AS mb
+                       WHERE mb.workspace_id = %(p_workspace)s AND mb.account_id IS NOT NULL
+                         AND mb.conversation_id IN (SELECT conversation_id
+                                                    FROM observed_intervals))
+          AND formation_search_document(%(config)s::regconfig, a.display_name)
+              @@ %(q_any)s::tsquery
+        ORDER BY a.id
+        LIMIT %(c_named_people)s
+    )"""
+
+
+@cache
+def named_matches_cte() -> str:
+    """The named participants' own matches: their newest ``NAMED_READ`` eligible messages
+    (read through the sender index, one probe per person and interval of the agent, each
+    reading only that interval and stopping at ``NAMED_READ`` eligible rows), each tested
+    against the query's terms. Only the agent's intervals are read and rules 4 and 5 are
+    tested before the bound counts a row, so no withheld message takes an eligible one's
+    place."""
+    return f"""named_matches AS MATERIALIZED (
+        SELECT r.id, r.conversation_id, r.created_at, r.sender_account_id, r.sender_agent_id,
+               r.document, NULL::text AS reason
+        FROM (
+            SELECT x.* FROM named_people AS p
+            CROSS JOIN observed_intervals AS d_observed
+            CROSS JOIN LATERAL (
+                SELECT d.message_id AS id, d.conversation_id, d.created_at,
+                       d.sender_account_id, d.sender_agent_id, d.document
+                FROM {table(MessageSearchDocument)} AS d
+                WHERE d.workspace_id = %(p_workspace)s
+                  AND d.sender_account_id = p.account_id
+                  AND d.conversation_id = d_observed.conversation_id
+                  AND d.created_at >= d_observed.joined_at
+                  AND d.created_at < COALESCE(d_observed.left_at, 'infinity')
+                  AND {eligible_condition("d", projection=True)}
+                  {filter_conditions("d", by_time=True)}
+                ORDER BY d.created_at DESC, d.message_id DESC
+                LIMIT %(c_named_read)s
+            ) AS x
+            ORDER BY x.created_at DESC, x.id DESC
+            LIMIT %(c_named_read)s
+        ) AS r
+        WHERE ts_match_vq(r.document, %(q_any)s::tsquery)
+    )"""
 
 
 def exclusion_params() -> dict[str, object]:
@@ -312,10 +378,12 @@ def matches_cte(query: TermQuery) -> str:
                {term_columns(query, "c.document")}
         FROM (
             SELECT DISTINCT ON (f.id) f.*
-            FROM (SELECT {columns} FROM {_RARE_KEPT} AND reason IS NULL
+            FROM (SELECT k.* FROM (SELECT {columns} FROM {_RARE_KEPT} AND reason IS NULL
+                                   UNION ALL
+                                   SELECT {columns} FROM walked WHERE reason IS NULL) AS k
+                  WHERE k.id IN (SELECT id FROM term_matches WHERE place <= %(c_keep)s)
                   UNION ALL
-                  SELECT {columns} FROM walked WHERE reason IS NULL) AS f
-            WHERE f.id IN (SELECT id FROM term_matches WHERE place <= %(c_keep)s)
+                  SELECT {columns} FROM named_matches) AS f
             ORDER BY f.id
         ) AS c
     )"""

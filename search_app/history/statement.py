@@ -86,6 +86,8 @@ def hits_statement(
         candidates.rare_overflow_cte(),
         candidates.walk_cte(),
         candidates.walked_cte(),
+        candidates.named_people_cte(),
+        candidates.named_matches_cte(),
         candidates.examined_cte(),
         candidates.excluded_cte(),
         candidates.exclusion_counts_cte(),
@@ -147,6 +149,7 @@ def _params(
         ranking.closeness_params(query),
         candidates.filter_params(filters.speaker, filters.after, filters.before),
         candidates.exclusion_params(),
+        candidates.named_params(),
         context.context_params(),
         {"r_now": now, "r_fetch": limit + RECHECK_MARGIN, "r_limit": limit},
         {

@@ -43,6 +43,8 @@ PLAN = [
     "rare_overflow",
     "walk",
     "walked",
+    "named_people",
+    "named_matches",
     "examined",
     "excluded",
     "exclusion_counts",

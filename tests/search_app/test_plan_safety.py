@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from formation.prepared import positional
 from messages_app.models import Message
-from search_app.history import terms
+from search_app.history import candidates, terms
 from search_app.history.results import HistoryFilters
 from search_app.history.statement import hits_statement
 from search_app.models import MessageSearchDocument
@@ -225,3 +225,16 @@ def test_a_flood_of_withheld_matches_newer_than_everything_is_not_read_past_the_
         (plan,) = explained
     assert rows_read(plan["Plan"]) <= READ_BOUND, heavy_scans(plan["Plan"])
     assert plan["Plan"]["Actual Rows"] > 0  # it answered (its hits are the oracle tests' concern)
+
+
+def test_a_named_participants_messages_are_read_within_their_bound(world_to_grow):
+    """A query naming Dana, who wrote every message: a generic plan made on the small world
+    reads her newest ``NAMED_READ`` eligible messages, not her twenty thousand in the agent's
+    room (nor those in the room it never joined). (Here she wrote every message, so the plan
+    may read them through the timeline index as cheaply as through the sender index.)"""
+    new_run, grow = world_to_grow
+    with mock.patch.object(candidates, "NAMED_READ", 1_000):
+        values = _prepared_then_grown(new_run, grow, (terms.ALL,) * 2, "dana midword")
+        ((explained,),) = _execute(values, explain=True)
+        (plan,) = explained
+    assert rows_read(plan["Plan"]) <= READ_BOUND, heavy_scans(plan["Plan"])
