@@ -114,9 +114,10 @@ def named_matches_cte() -> str:
     """The named participants' own matches: their newest ``NAMED_READ`` eligible messages
     (read through the sender index, one probe per person and interval of the agent, each
     reading only that interval and stopping at ``NAMED_READ`` eligible rows), each tested
-    against the query's terms. Only the agent's intervals are read and rules 4 and 5 are
-    tested before the bound counts a row, so no withheld message takes an eligible one's
-    place."""
+    against the query's terms. Only the agent's intervals are read (``observed_by``, rule 1's
+    one spelling; the ``COALESCE`` bound beside it says the interval's end again in a form the
+    sender index can start a scan from) and rules 4 and 5 are tested before the bound counts a
+    row, so no withheld message takes an eligible one's place."""
     return f"""named_matches AS MATERIALIZED (
         SELECT r.id, r.conversation_id, r.created_at, r.sender_account_id, r.sender_agent_id,
                r.document, NULL::text AS reason
@@ -129,8 +130,7 @@ def named_matches_cte() -> str:
                 FROM {table(MessageSearchDocument)} AS d
                 WHERE d.workspace_id = %(p_workspace)s
                   AND d.sender_account_id = p.account_id
-                  AND d.conversation_id = d_observed.conversation_id
-                  AND d.created_at >= d_observed.joined_at
+                  AND {observed_by("d_observed", "d")}
                   AND d.created_at < COALESCE(d_observed.left_at, 'infinity')
                   AND {eligible_condition("d", projection=True)}
                   {filter_conditions("d", by_time=True)}
