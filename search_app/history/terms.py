@@ -151,6 +151,10 @@ def frequencies(workspace_id: object = None) -> Frequencies:
         shares = dict(zip(row[0], row[1][: len(row[0])], strict=True))
     result = Frequencies(shares)
     with _cached_lock:
+        # On Citus a key is a workspace: what has expired goes, so the cache holds the
+        # workspaces searched in the last STATISTICS_SECONDS, not every one ever searched.
+        for stale in [k for k, (at, _) in _cached.items() if now - at >= STATISTICS_SECONDS]:
+            del _cached[stale]
         _cached[key] = (now, result)
     return result
 
