@@ -21,10 +21,11 @@ def insert_rows(
     *,
     fixed: Mapping[str, str] | None = None,
     suffix: str = "",
-) -> None:
+) -> int:
     """Insert ``rows`` (one value per ``(column, type)`` of ``columns``, in order) into
     ``table``; ``fixed`` columns take the same SQL expression in every row (``now()``), and
-    ``suffix`` ends the statement (an ``ON CONFLICT`` clause)."""
+    ``suffix`` ends the statement (an ``ON CONFLICT`` clause). How many rows it inserted (an
+    ``ON CONFLICT DO NOTHING`` skips some)."""
     fixed = dict(fixed or {})
     names = ", ".join([*(column for column, _ in columns), *fixed])
     if connection.is_citus:
@@ -39,3 +40,4 @@ def insert_rows(
         params = [[row[index] for row in rows] for index in range(len(columns))]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
+        return cursor.rowcount

@@ -25,6 +25,7 @@ from django.db import connection
 
 from audit_app.models import EXCLUSION_REASONS, SearchOutcome, SearchTool
 from audit_app.services import SEARCH_EVENT_COLUMNS
+from formation.bulk_insert import insert_rows
 from formation.sql import literals, table
 from messages_app.models import RunEvidence
 from search_app.history import ranking
@@ -197,23 +198,18 @@ def write(insert: str, params: dict[str, object], state: Any) -> int:
     of the run recorded meanwhile is skipped, as ``recorded`` skips it)."""
     if not state.open:
         return 0
-    added = 0
     evidence = state.record_evidence or []
-    if evidence:
-        rows = ", ".join(
-            f"(%(p_workspace)s, %(p_run)s, %(e_{i})s::uuid, {literals([SEARCH_TOOL])}, now())"
-            for i in range(len(evidence))
+    added = (
+        insert_rows(
+            table(RunEvidence),
+            (("workspace_id", "uuid"), ("run_id", "uuid"), ("message_id", "uuid")),
+            [(params["p_workspace"], params["p_run"], message) for message in evidence],
+            fixed={"tool": literals([SEARCH_TOOL]), "created_at": "now()"},
+            suffix="ON CONFLICT (workspace_id, run_id, message_id) DO NOTHING",
         )
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"""INSERT INTO {table(RunEvidence)}
-                        (workspace_id, run_id, message_id, tool, created_at)
-                    VALUES {rows}
-                    ON CONFLICT (workspace_id, run_id, message_id) DO NOTHING
-                    RETURNING message_id""",
-                {**params, **{f"e_{i}": message for i, message in enumerate(evidence)}},
-            )
-            added = len(cursor.fetchall())
+        if evidence
+        else 0
+    )
     values = _audit_values("%(audit_budget_used)s::bigint")
     for name, kind in _COMPUTED.items():
         values[name] = f"%(audit_{name})s::{kind}"
