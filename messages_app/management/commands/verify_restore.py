@@ -7,20 +7,33 @@ from django.db import connection
 
 from formation.backups import differences
 
+# Connection parameters libpq takes from Django's (OPTIONS included: a DATABASE_URL's ?host=).
+LIBPQ_PARAMETERS = frozenset(
+    {
+        "host",
+        "hostaddr",
+        "port",
+        "dbname",
+        "user",
+        "password",
+        "options",
+        "sslmode",
+        "sslrootcert",
+        "sslcert",
+        "sslkey",
+        "connect_timeout",
+        "application_name",
+    }
+)
+
 
 def configured_database() -> dict[str, str]:
     """The connection parameters of the database the service is configured with."""
-    settings = connection.settings_dict
-    params = {"dbname": settings["NAME"]}
-    for name, key in (
-        ("host", "HOST"),
-        ("port", "PORT"),
-        ("user", "USER"),
-        ("password", "PASSWORD"),
-    ):
-        if settings.get(key):
-            params[name] = str(settings[key])
-    return params
+    return {
+        name: str(value)
+        for name, value in connection.get_connection_params().items()
+        if name in LIBPQ_PARAMETERS and value not in (None, "")
+    }
 
 
 class Command(BaseCommand):
